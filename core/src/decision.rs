@@ -1,0 +1,54 @@
+//! The answer to one acquire or peek, identical in shape for every backend and binding.
+
+use std::fmt;
+
+/// Which path made a decision. Later paths (local fallback, leases) add variants; bindings expose
+/// the name from [`Mode::as_str`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Mode {
+    /// Redis decided, exactly, with one script call.
+    Normal,
+    /// The in-process memory backend decided (single-process use), exactly.
+    Memory,
+    /// The local fallback limiter decided while Redis was unhealthy.
+    Local,
+    /// A permit leased from Redis in a batch was served locally.
+    Lease,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Normal => "normal",
+            Mode::Memory => "memory",
+            Mode::Local => "local",
+            Mode::Lease => "lease",
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One decision. All times are milliseconds on the deciding clock (Redis TIME for Redis).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decision {
+    /// Whether the permits were granted (for `peek`: whether one permit would be).
+    pub allowed: bool,
+    /// Permits left in the window after this call: `limit - used`.
+    pub remaining: u64,
+    /// Permits counted in the window after this call (denied requests are not counted).
+    pub used: u64,
+    /// 0 if allowed; otherwise the wait after which the same request fits, if nothing else is admitted meanwhile.
+    pub retry_after_ms: u64,
+    /// When the window is empty again if nothing else is admitted; 0 if it is empty now.
+    pub reset_after_ms: u64,
+    /// Which path decided.
+    pub mode: Mode,
+    /// The time of the decision: Redis server time for Redis (or the checked client time).
+    pub now_ms: u64,
+}

@@ -1,0 +1,75 @@
+//! One error type for every backend, so each binding maps three or four kinds, not redis-rs's dozens.
+
+use std::fmt;
+
+/// Why a call failed. Bindings map [`ErrorKind`] to their own exception or status types.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The caller passed a value the limiter cannot honour. Nothing was sent to the backend.
+    #[error("invalid argument `{name}`: {message}")]
+    InvalidArgument { name: &'static str, message: String },
+    /// The backend could not be reached in time (connection refused, timeout, dropped connection).
+    /// Retrying later may succeed.
+    #[error("backend unavailable: {0}")]
+    BackendUnavailable(String),
+    /// The backend answered with an error (wrong type at the key, script error, auth, OOM ...).
+    #[error("backend error: {0}")]
+    Backend(String),
+    /// A client-supplied time (the explicit client-clock option) is too far from Redis TIME.
+    #[error("clock skew: client time {client_ms} ms is {skew_ms} ms away from Redis time {server_ms} ms (allowed: {max_skew_ms} ms)")]
+    ClockSkew { client_ms: u64, server_ms: u64, skew_ms: u64, max_skew_ms: u64 },
+}
+
+/// The coarse category of an [`Error`], stable across versions, for bindings and metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    InvalidArgument,
+    BackendUnavailable,
+    Backend,
+    ClockSkew,
+}
+
+impl ErrorKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::InvalidArgument => "invalid_argument",
+            ErrorKind::BackendUnavailable => "backend_unavailable",
+            ErrorKind::Backend => "backend_error",
+            ErrorKind::ClockSkew => "clock_skew",
+        }
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Error {
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::InvalidArgument { .. } => ErrorKind::InvalidArgument,
+            Error::BackendUnavailable(_) => ErrorKind::BackendUnavailable,
+            Error::Backend(_) => ErrorKind::Backend,
+            Error::ClockSkew { .. } => ErrorKind::ClockSkew,
+        }
+    }
+
+    pub(crate) fn invalid(name: &'static str, message: impl Into<String>) -> Self {
+        Error::InvalidArgument { name, message: message.into() }
+    }
+}
+
+impl From<redis::RedisError> for Error {
+    fn from(e: redis::RedisError) -> Self {
+        if e.is_timeout() || e.is_io_error() || e.is_connection_refusal() || e.is_connection_dropped() {
+            Error::BackendUnavailable(e.to_string())
+        } else {
+            Error::Backend(e.to_string())
+        }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,63 @@
+//! How a user key becomes a Redis key.
+//!
+//! `<prefix>{<escaped user key>}`: the braces make the whole escaped user key the Cluster hash tag,
+//! so everything one limiter stores sits in one slot. Escaping `%`, `{` and `}` as `%25`, `%7B`,
+//! `%7D` keeps the tag closed by our own brace (Redis ends a tag at the first `}`) and keeps the
+//! mapping injective, so distinct user keys never share state, whatever bytes they hold. A key
+//! with none of those three bytes is used verbatim, which lets a script-calling gateway build the
+//! same name by hand: `rl:{api:order:create}`.
+
+use crate::error::{Error, Result};
+
+pub(crate) fn check_prefix(prefix: &str) -> Result<()> {
+    if prefix.contains(['{', '}']) {
+        return Err(Error::invalid(
+            "key_prefix",
+            format!("{prefix:?} contains a brace; the hash tag must come from the user key"),
+        ));
+    }
+    if prefix.len() > 1024 {
+        return Err(Error::invalid("key_prefix", format!("is {} bytes; at most 1024", prefix.len())));
+    }
+    Ok(())
+}
+
+/// The Redis key holding `user_key`'s window.
+pub fn redis_key(prefix: &str, user_key: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(prefix.len() + user_key.len() + 2);
+    out.extend_from_slice(prefix.as_bytes());
+    out.push(b'{');
+    for &b in user_key {
+        match b {
+            b'%' => out.extend_from_slice(b"%25"),
+            b'{' => out.extend_from_slice(b"%7B"),
+            b'}' => out.extend_from_slice(b"%7D"),
+            _ => out.push(b),
+        }
+    }
+    out.push(b'}');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_keys_are_verbatim_inside_the_tag() {
+        assert_eq!(redis_key("rl:", b"api:order"), b"rl:{api:order}".to_vec());
+    }
+
+    #[test]
+    fn braces_and_percent_are_escaped_injectively() {
+        assert_eq!(redis_key("rl:", b"a}b{c%"), b"rl:{a%7Db%7Bc%25}".to_vec());
+        // "%7D" typed by a user must not meet an escaped "}".
+        assert_ne!(redis_key("rl:", b"%7D"), redis_key("rl:", b"}"));
+    }
+
+    #[test]
+    fn prefix_with_brace_is_rejected() {
+        assert!(check_prefix("rl:{x}:").is_err());
+        assert!(check_prefix("rl:").is_ok());
+    }
+}

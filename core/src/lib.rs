@@ -1,0 +1,41 @@
+//! # rl-core — an exact, distributed sliding-window rate limiter
+//!
+//! At most `limit` permits in ANY span of `window_ms` milliseconds per key, shared by every
+//! process that talks to the same Redis: one atomic Lua script call per decision, on Redis's own
+//! clock. Or, without Redis, the same semantics in process memory.
+//!
+//! ```no_run
+//! # async fn demo() -> rl_core::Result<()> {
+//! let limiter = rl_core::Limiter::open(Some("redis://127.0.0.1:6379/"), Default::default())?;
+//! let d = limiter.acquire("api:order:create", 5000, 1000, 1).await?;
+//! if !d.allowed {
+//!     println!("slow down: retry in {} ms", d.retry_after_ms);
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! Bindings (C, Python, Node, Java) wrap [`blocking::Limiter`] or [`Limiter`] and convert types
+//! and errors only; every rule lives here.
+
+pub mod audit;
+mod backend;
+pub mod blocking;
+mod clock;
+mod decision;
+mod duration;
+mod error;
+mod keys;
+mod limiter;
+pub mod runtime;
+mod script;
+mod validate;
+
+pub use backend::BackendKind;
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use decision::{Decision, Mode};
+pub use duration::parse_duration_ms;
+pub use error::{Error, ErrorKind, Result};
+pub use keys::redis_key;
+pub use limiter::{Limiter, Options};
+pub use script::{sliding_window_sha, SLIDING_WINDOW_LUA};
+pub use validate::{MAX_KEY_BYTES, MAX_PERMITS, MAX_WINDOW_MS};

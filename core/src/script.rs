@@ -1,0 +1,59 @@
+//! The one Lua script, compiled in, and the native calling convention's reply.
+//!
+//! The file is the same `lua/sliding_window.lua` a script-calling gateway loads, so a fleet can
+//! mix both kinds of caller on one window. redis-rs sends it by EVALSHA and, on `NOSCRIPT` (after
+//! a restart, failover or `SCRIPT FLUSH`), loads it and retries at once.
+
+use std::sync::LazyLock;
+
+use redis::Value;
+
+use crate::backend::Verdict;
+use crate::error::{Error, Result};
+
+/// `lua/sliding_window.lua`, verbatim.
+pub const SLIDING_WINDOW_LUA: &str = include_str!("../../lua/sliding_window.lua");
+
+pub(crate) static SLIDING_WINDOW: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(SLIDING_WINDOW_LUA));
+
+/// The SHA1 that EVALSHA uses for the script, for callers that load it themselves.
+pub fn sliding_window_sha() -> &'static str {
+    SLIDING_WINDOW.get_hash()
+}
+
+fn int(v: &Value) -> Option<i64> {
+    match v {
+        Value::Int(i) => Some(*i),
+        Value::BulkString(b) => std::str::from_utf8(b).ok()?.parse().ok(),
+        _ => None,
+    }
+}
+
+fn non_negative(v: &Value) -> Option<u64> {
+    int(v).and_then(|i| u64::try_from(i).ok())
+}
+
+/// Reads `{status, ...}` (see the script's header) into a verdict or a typed error.
+pub(crate) fn parse_reply(reply: Value, client_now: Option<u64>, max_skew_ms: u64) -> Result<Verdict> {
+    let bad = |what: &str| Error::Backend(format!("unexpected reply from the rl script ({what}): {reply:?}"));
+    let Value::Array(items) = &reply else { return Err(bad("not an array")) };
+    match items.first().and_then(int) {
+        Some(0) if items.len() == 6 => {
+            let n: Vec<u64> = items[1..].iter().map(non_negative).collect::<Option<_>>().ok_or_else(|| bad("field"))?;
+            Ok(Verdict { allowed: n[0] == 1, used: n[1], retry_after_ms: n[2], reset_after_ms: n[3], now_ms: n[4] })
+        }
+        Some(-1) => {
+            let name = match items.get(1) {
+                Some(Value::BulkString(b)) => String::from_utf8_lossy(b).into_owned(),
+                _ => "?".into(),
+            };
+            Err(Error::Backend(format!("the rl script rejected argument `{name}`")))
+        }
+        Some(-2) => {
+            let server_ms = items.get(1).and_then(non_negative).ok_or_else(|| bad("server time"))?;
+            let client_ms = client_now.unwrap_or(0);
+            Err(Error::ClockSkew { client_ms, server_ms, skew_ms: client_ms.abs_diff(server_ms), max_skew_ms })
+        }
+        _ => Err(bad("status")),
+    }
+}
