@@ -15,6 +15,9 @@ use crate::clock::Clock;
 
 const SHARDS: usize = 16;
 const SWEEP_EVERY: u32 = 4096;
+/// Kept as long as the script's key TTL past the last admission, so a call with a longer window
+/// sees the same history on both backends.
+const TTL_SLACK_MS: u64 = 1000;
 
 #[derive(Debug, Default)]
 struct Window {
@@ -97,12 +100,15 @@ fn decide(w: &mut Window, now: u64, req: &Request<'_>) -> (Verdict, bool) {
 
     if !live {
         if !req.consume {
-            return (Verdict { allowed: true, used: 0, retry_after_ms: 0, reset_after_ms: 0, now_ms: now }, false);
+            // Like the script, a peek writes nothing: a later call with a longer window may still
+            // count these buckets.
+            let keep = !w.buckets.is_empty();
+            return (Verdict { allowed: true, used: 0, retry_after_ms: 0, reset_after_ms: 0, now_ms: now }, keep);
         }
         w.buckets.clear();
         w.buckets.push_back((now, req.cost));
         w.used = req.cost;
-        w.expires_at_ms = now + window;
+        w.expires_at_ms = now + window + TTL_SLACK_MS;
         let v = Verdict { allowed: true, used: req.cost, retry_after_ms: 0, reset_after_ms: window, now_ms: now };
         return (v, true);
     }
@@ -145,7 +151,7 @@ fn decide(w: &mut Window, now: u64, req: &Request<'_>) -> (Verdict, bool) {
             }
             used += req.cost;
             reset_after = window;
-            w.expires_at_ms = now + window;
+            w.expires_at_ms = now + window + TTL_SLACK_MS;
         }
         w.used = used;
     }

@@ -1,0 +1,146 @@
+//! `lua/sliding_window.lua` called the way the seed design's gateways call it (2 KEYS, 6 ARGV,
+//! EVALSHA), sharing one window with the native library.
+
+mod common;
+
+use common::*;
+use rl_core::{sliding_window_sha, SLIDING_WINDOW_LUA};
+use rl_harness::{RedisServer, RespValue};
+
+fn load(server: &RedisServer) {
+    let sha = cmd(server, &[b"SCRIPT", b"LOAD", SLIDING_WINDOW_LUA.as_bytes()]);
+    assert_eq!(sha.as_str(), Some(sliding_window_sha()));
+}
+
+/// One design-convention call by EVALSHA.
+fn design_call(server: &RedisServer, keys: &[&[u8]], argv: &[&[u8]]) -> RespValue {
+    let numkeys = keys.len().to_string();
+    let mut args: Vec<&[u8]> = vec![b"EVALSHA", sliding_window_sha().as_bytes(), numkeys.as_bytes()];
+    args.extend_from_slice(keys);
+    args.extend_from_slice(argv);
+    cmd(server, &args)
+}
+
+fn reply(v: &RespValue) -> (i64, i64, i64, String) {
+    let RespValue::Array(items) = v else { panic!("not an array: {v:?}") };
+    assert_eq!(items.len(), 4, "{v:?}");
+    (items[0].as_int().unwrap(), items[1].as_int().unwrap(), items[2].as_int().unwrap(), items[3].as_str().unwrap().to_string())
+}
+
+const KEYS: [&[u8]; 2] = [b"rl:{api:order:create}", b"rl:cfg:{api:order:create}"];
+
+fn argv<'a>(now: &'a str, window: &'a str, max: &'a str) -> Vec<&'a [u8]> {
+    vec![now.as_bytes(), window.as_bytes(), max.as_bytes(), b"0", b"0", b"gw-03"]
+}
+
+#[test]
+fn design_convention_admits_then_denies_with_its_four_field_reply() {
+    let server = server();
+    load(&server);
+    let now = wall_ms().to_string();
+    assert_eq!(reply(&design_call(&server, &KEYS, &argv(&now, "1000", "2"))), (1, 1, 1, "normal".into()));
+    assert_eq!(reply(&design_call(&server, &KEYS, &argv(&now, "1000", "2"))), (1, 0, 2, "normal".into()));
+    assert_eq!(reply(&design_call(&server, &KEYS, &argv(&now, "1000", "2"))), (0, 0, 2, "normal".into()));
+    // Only the declared log key holds state; the design's undeclared ":degraded" key is gone.
+    assert_eq!(keys(&server), vec![KEYS[0].to_vec()]);
+}
+
+#[test]
+fn same_millisecond_calls_never_collide() {
+    let server = server();
+    load(&server);
+    let now = wall_ms().to_string();
+    // The design's random member lost ~14 of 5000 same-millisecond entries; buckets cannot.
+    for i in 1..=3000 {
+        let (allowed, _, current, _) = reply(&design_call(&server, &KEYS, &argv(&now, "60000", "5000")));
+        assert_eq!((allowed, current), (1, i));
+    }
+}
+
+#[test]
+fn every_bad_input_is_invalid_args_and_writes_nothing() {
+    let server = server();
+    load(&server);
+    let now = wall_ms().to_string();
+    let bad_numbers: &[&str] =
+        &["inf", "-inf", "nan", "0x10", "1e3", "1.5", "1000.0", "-5", "0", "", " 5", "+5", "5 ", "99999999999999999999", "1e309", "abc"];
+    let invalid = (-1, 0, 0, "invalid_args".to_string());
+    for bad in bad_numbers {
+        // now_ms, window_ms, max_req each get every bad value.
+        for pos in 0..3 {
+            let mut a = argv(&now, "1000", "10");
+            a[pos] = bad.as_bytes();
+            assert_eq!(reply(&design_call(&server, &KEYS, &a)), invalid, "ARGV[{}] = {bad:?}", pos + 1);
+        }
+        if !bad.is_empty() && *bad != "0" {
+            for pos in 3..5 {
+                let mut a = argv(&now, "1000", "10");
+                a[pos] = bad.as_bytes();
+                assert_eq!(reply(&design_call(&server, &KEYS, &a)), invalid, "ARGV[{}] = {bad:?}", pos + 1);
+            }
+        }
+    }
+    // Out of range: a window above 30 days, a limit above 1e15.
+    assert_eq!(reply(&design_call(&server, &KEYS, &argv(&now, "2592000001", "10"))), invalid);
+    assert_eq!(reply(&design_call(&server, &KEYS, &argv(&now, "1000", "1000000000000001"))), invalid);
+    // Missing arguments, missing client id, missing key.
+    let a = argv(&now, "1000", "10");
+    assert_eq!(reply(&design_call(&server, &KEYS, &a[..5])), invalid);
+    assert_eq!(reply(&design_call(&server, &KEYS, &a[..2])), invalid);
+    let mut no_client = a.clone();
+    no_client[5] = b"";
+    assert_eq!(reply(&design_call(&server, &KEYS, &no_client)), invalid);
+    assert_eq!(reply(&design_call(&server, &KEYS[..1], &a)), invalid);
+    assert_eq!(dbsize(&server), 0, "no bad call may leave anything behind: {:?}", keys(&server));
+    // And the good call still works afterwards.
+    assert_eq!(reply(&design_call(&server, &KEYS, &a)).0, 1);
+    let ttl = cmd(&server, &[b"PTTL", KEYS[0]]).as_int().unwrap();
+    assert!(ttl > 0 && ttl <= 2000, "the log always has a TTL: {ttl}");
+}
+
+#[test]
+fn design_callers_and_the_native_library_share_one_window() {
+    let server = server();
+    load(&server);
+    let native = blocking_with(&server, Default::default());
+    assert_eq!(native.redis_key("api:order:create"), KEYS[0].to_vec());
+    let now = wall_ms().to_string();
+    let mut admitted = 0;
+    for i in 0..20 {
+        let allowed = if i % 2 == 0 {
+            let (allowed, remaining, current, _) = reply(&design_call(&server, &KEYS, &argv(&now, "60000", "10")));
+            assert_eq!(remaining + current, 10);
+            allowed == 1
+        } else {
+            let d = native.acquire("api:order:create", 10, 60_000, 1).unwrap();
+            d.allowed
+        };
+        admitted += allowed as u64;
+        let state = native.peek("api:order:create", 10, 60_000).unwrap();
+        assert_eq!(state.used, admitted, "after call {i} both callers see every admitted permit");
+    }
+    assert_eq!(admitted, 10);
+}
+
+#[test]
+fn native_convention_rejects_bad_arguments_before_writing() {
+    let server = server();
+    load(&server);
+    let sha = sliding_window_sha().as_bytes();
+    let cases: &[(&[&[u8]], &str)] = &[
+        (&[b"rl1", b"acquire", b"0", b"10", b"1", b"", b"1000"], "window_ms"),
+        (&[b"rl1", b"acquire", b"1000", b"inf", b"1", b"", b"1000"], "limit"),
+        (&[b"rl1", b"acquire", b"1000", b"10", b"11", b"", b"1000"], "cost"),
+        (&[b"rl1", b"acquire", b"1000", b"10", b"1", b"1e12", b"1000"], "client_now_ms"),
+        (&[b"rl1", b"drop", b"1000", b"10", b"1", b"", b"1000"], "op"),
+        (&[b"rl1", b"acquire", b"1000", b"10", b"1", b""], "max_skew_ms"),
+    ];
+    for (argv, name) in cases {
+        let mut args: Vec<&[u8]> = vec![b"EVALSHA", sha, b"1", b"rl:{k}"];
+        args.extend_from_slice(argv);
+        let RespValue::Array(items) = cmd(&server, &args) else { panic!() };
+        assert_eq!(items[0].as_int(), Some(-1));
+        assert_eq!(items[1].as_str(), Some(*name));
+    }
+    assert_eq!(dbsize(&server), 0);
+}

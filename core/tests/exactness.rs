@@ -1,0 +1,88 @@
+//! Exactness under concurrency, measured from the decisions' own server times.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use rl_core::{audit::max_in_any_window, Limiter, Mode, Options};
+
+/// 16 concurrent callers offer 3x the limit, evenly paced, for 3 windows. Returns the admitted
+/// (now_ms, cost) pairs and how many were offered.
+async fn offer_three_times_the_limit(limiter: Limiter, limit: u64, window_ms: u64) -> (Vec<(u64, u64)>, usize) {
+    const CALLERS: u64 = 16;
+    let total = 3 * 3 * limit; // 3x the limit per window, for 3 windows
+    let per_caller = total / CALLERS;
+    let gap = Duration::from_micros(3 * window_ms * 1000 / per_caller);
+    limiter.reset("exact").await.unwrap();
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for c in 0..CALLERS {
+        let l = limiter.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut admitted = Vec::new();
+            // Stagger callers so the offered load is smooth, not 16-request bursts.
+            let offset = gap * c as u32 / CALLERS as u32;
+            for i in 0..per_caller {
+                tokio::time::sleep_until((start + offset + gap * i as u32).into()).await;
+                let d = l.acquire("exact", limit, window_ms, 1).await.unwrap();
+                assert_eq!(d.used + d.remaining, limit, "{d:?}");
+                if d.allowed {
+                    admitted.push((d.now_ms, 1));
+                }
+            }
+            admitted
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    (all, (per_caller * CALLERS) as usize)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_admits_exactly_the_limit_in_any_window_under_16_callers() {
+    let server = server();
+    let limiter = limiter(&server);
+    let (limit, window) = (200, 500);
+    let (admitted, offered) = offer_three_times_the_limit(limiter, limit, window).await;
+    let max = max_in_any_window(&admitted, window);
+    assert_eq!(max, limit, "max admitted in any {window} ms window ({} admitted of {offered})", admitted.len());
+    // Three windows' worth of time admit about three limits, never more than four.
+    assert!(admitted.len() as u64 >= 2 * limit && admitted.len() as u64 <= 4 * limit, "{}", admitted.len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_admits_exactly_the_limit_in_any_window_under_16_callers() {
+    let limiter = Limiter::memory(Options::default()).unwrap();
+    let (limit, window) = (200, 500);
+    let (admitted, _) = offer_three_times_the_limit(limiter.clone(), limit, window).await;
+    assert_eq!(max_in_any_window(&admitted, window), limit);
+    assert_eq!(limiter.peek("exact", limit, window).await.unwrap().mode, Mode::Memory);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn burst_of_concurrent_weighted_acquires_never_overshoots() {
+    let server = server();
+    let limiter = limiter(&server);
+    let mut tasks = Vec::new();
+    for i in 0..64u64 {
+        let l = limiter.clone();
+        let cost = 1 + i % 3;
+        tasks.push(tokio::spawn(async move { (cost, l.acquire("burst", 100, 60_000, cost).await.unwrap()) }));
+    }
+    let mut granted = 0;
+    for t in tasks {
+        let (cost, d) = t.await.unwrap();
+        if d.allowed {
+            granted += cost;
+        }
+    }
+    let state = limiter.peek("burst", 100, 60_000).await.unwrap();
+    // Every granted permit is counted, and no more than the limit were granted.
+    assert_eq!(state.used, granted, "{state:?}");
+    assert!(granted <= 100);
+    // 64 requests of cost 1..3 offer 127 permits; the window fills to within one request's cost.
+    assert!(granted >= 98, "granted {granted}");
+}

@@ -1,0 +1,70 @@
+//! The memory backend is the model: random sequences of acquire/peek/reset with random limits,
+//! windows, costs and time steps must get identical decisions from Redis and from memory.
+
+mod common;
+
+use std::sync::{Arc, OnceLock};
+
+use proptest::prelude::*;
+use rl_core::{blocking, Limiter, ManualClock};
+use rl_harness::RedisServer;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Acquire { key: u8, limit: u64, window: u64, cost: u64 },
+    Peek { key: u8, limit: u64, window: u64 },
+    Reset { key: u8 },
+    Advance(u64),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    // Few keys and small numbers, so windows fill, expire and collide often.
+    let limit = 1u64..12;
+    let window = prop_oneof![1u64..5, 5u64..200, 200u64..3000];
+    prop_oneof![
+        6 => (0u8..3, limit.clone(), window.clone(), 1u64..12).prop_map(|(key, limit, window, c)| Op::Acquire { key, limit, window, cost: 1 + c % limit }),
+        2 => (0u8..3, limit, window).prop_map(|(key, limit, window)| Op::Peek { key, limit, window }),
+        1 => (0u8..3).prop_map(|key| Op::Reset { key }),
+        4 => prop_oneof![Just(0u64), 0u64..3, 0u64..400, 0u64..4000].prop_map(Op::Advance),
+    ]
+}
+
+fn server() -> &'static RedisServer {
+    static SERVER: OnceLock<RedisServer> = OnceLock::new();
+    SERVER.get_or_init(common::server)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    #[test]
+    fn redis_and_memory_decide_identically(ops in proptest::collection::vec(op(), 1..60)) {
+        let clock = Arc::new(ManualClock::new(common::wall_ms()));
+        // A fresh prefix per case: cases never see each other's windows.
+        static CASE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = CASE.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let options = rl_core::Options { key_prefix: format!("model{n}:"), ..common::client_clock(clock.clone()) };
+        let redis = blocking::Limiter::open(Some(&server().url()), options.clone()).unwrap();
+        let memory = blocking::Limiter::from_async(Limiter::memory(options).unwrap());
+        let name = |k: u8| format!("k{k}");
+        for (i, op) in ops.iter().enumerate() {
+            let (r, m) = match *op {
+                Op::Acquire { key, limit, window, cost } => (redis.acquire(name(key), limit, window, cost), memory.acquire(name(key), limit, window, cost)),
+                Op::Peek { key, limit, window } => (redis.peek(name(key), limit, window), memory.peek(name(key), limit, window)),
+                Op::Reset { key } => {
+                    redis.reset(name(key)).unwrap();
+                    memory.reset(name(key)).unwrap();
+                    continue;
+                }
+                Op::Advance(ms) => {
+                    clock.advance(ms);
+                    continue;
+                }
+            };
+            let (mut r, m) = (r.unwrap(), m.unwrap());
+            prop_assert_eq!(r.mode, rl_core::Mode::Normal);
+            r.mode = m.mode;
+            prop_assert_eq!(r, m, "op {} {:?}", i, op);
+        }
+    }
+}

@@ -1,0 +1,15 @@
+//! Real redis-server processes for rl's tests: started on free loopback
+//! ports, awaited until they answer, and stopped even when a test panics.
+
+mod binary;
+mod port;
+pub mod process;
+pub mod resp;
+mod server;
+mod topology;
+
+pub use binary::{redis_server_available, redis_server_path, ENV_REDIS_SERVER};
+pub use port::free_port;
+pub use resp::{Connection, RespValue};
+pub use server::{DetachedServer, RedisServer, ServerOptions};
+pub use topology::{Deployment, Topology, ENV_DIR, ENV_PID, ENV_PORT, ENV_URL};
