@@ -24,6 +24,7 @@ mod clock;
 mod decision;
 mod duration;
 mod error;
+mod fork;
 mod keys;
 mod limiter;
 pub mod runtime;

@@ -1,28 +1,55 @@
 //! The tokio runtime the core owns for callers without one (the blocking facade, and through it
-//! C, Java and synchronous Python). One per process, made on first use, shared by every limiter:
-//! opening and closing thousands of limiters must not start thousands of thread pools.
+//! C, Java and synchronous Python; Node and Python asyncio drive futures on it too). One per
+//! process, made on first use, shared by every limiter: opening and closing thousands of limiters
+//! must not start thousands of thread pools. After `fork()` the child gets a fresh one (see
+//! `fork.rs`).
 
+use std::cell::RefCell;
 use std::future::Future;
-use std::sync::OnceLock;
+use std::sync::Mutex;
 
 use tokio::runtime::{Builder, Handle, Runtime};
 
 use crate::error::{Error, Result};
+use crate::fork;
 
-static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+/// The runtime of the current fork generation. Runtimes are leaked on purpose: a parent's runtime
+/// cannot be shut down from a child (its threads do not exist there), and the one of the current
+/// generation lives as long as the process.
+static CURRENT: Mutex<Option<(u64, Handle)>> = Mutex::new(None);
 
-/// The shared runtime's handle, for bindings that drive async calls from it (Node, Python asyncio).
+thread_local! {
+    static CACHED: RefCell<Option<(u64, Handle)>> = const { RefCell::new(None) };
+}
+
+/// The shared runtime's handle.
 pub fn handle() -> Result<Handle> {
-    if let Some(rt) = RUNTIME.get() {
-        return Ok(rt.handle().clone());
+    let generation = fork::generation();
+    let cached = CACHED.with(|c| match &*c.borrow() {
+        Some((g, h)) if *g == generation => Some(h.clone()),
+        _ => None,
+    });
+    if let Some(h) = cached {
+        return Ok(h);
     }
-    let rt = Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name("rl-runtime")
-        .enable_all()
-        .build()
-        .map_err(|e| Error::Backend(format!("cannot start the rl runtime: {e}")))?;
-    Ok(RUNTIME.get_or_init(|| rt).handle().clone())
+    let mut current = CURRENT.lock().unwrap_or_else(|p| p.into_inner());
+    let handle = match &*current {
+        Some((g, h)) if *g == generation => h.clone(),
+        _ => {
+            let rt: &'static Runtime = Box::leak(Box::new(
+                Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .thread_name("rl-runtime")
+                    .enable_all()
+                    .build()
+                    .map_err(|e| Error::Backend(format!("cannot start the rl runtime: {e}")))?,
+            ));
+            *current = Some((generation, rt.handle().clone()));
+            rt.handle().clone()
+        }
+    };
+    CACHED.with(|c| *c.borrow_mut() = Some((generation, handle.clone())));
+    Ok(handle)
 }
 
 /// Runs `fut` to completion from synchronous code. On a plain thread the future runs right here

@@ -8,8 +8,9 @@
 
 use std::time::Duration;
 
+use std::sync::Mutex;
+
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use tokio::sync::OnceCell;
 
 use super::{Request, Verdict};
 use crate::error::{Error, Result};
@@ -18,7 +19,9 @@ use crate::script::{parse_reply, SLIDING_WINDOW};
 pub(crate) struct RedisBackend {
     client: redis::Client,
     config: ConnectionManagerConfig,
-    conn: OnceCell<ConnectionManager>,
+    /// The connection of the current fork generation (see `fork.rs`): a child process must not
+    /// use the parent's, whose driving task lived on a thread the child does not have.
+    conn: Mutex<Option<(u64, ConnectionManager)>>,
     request_timeout: Duration,
 }
 
@@ -41,17 +44,26 @@ impl RedisBackend {
             .set_response_timeout(Some(request_timeout))
             .set_number_of_retries(1)
             .set_max_delay(Duration::from_millis(100));
-        Ok(RedisBackend { client, config, conn: OnceCell::new(), request_timeout })
+        Ok(RedisBackend { client, config, conn: Mutex::new(None), request_timeout })
     }
 
-    async fn connection(&self) -> Result<ConnectionManager> {
-        let conn = self
-            .conn
-            .get_or_try_init(|| async {
-                ConnectionManager::new_lazy_with_config(self.client.clone(), self.config.clone())
-            })
-            .await?;
-        Ok(conn.clone())
+    /// The multiplexed connection, made on first use (it connects lazily, in the background).
+    fn connection(&self) -> Result<ConnectionManager> {
+        let generation = crate::fork::generation();
+        let mut slot = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((g, conn)) = &*slot {
+            if *g == generation {
+                return Ok(conn.clone());
+            }
+            // The parent's connection: its driver is gone here, and dropping it could touch the
+            // parent's runtime, so it is forgotten rather than dropped.
+            if let Some((_, old)) = slot.take() {
+                std::mem::forget(old);
+            }
+        }
+        let conn = ConnectionManager::new_lazy_with_config(self.client.clone(), self.config.clone())?;
+        *slot = Some((generation, conn.clone()));
+        Ok(conn)
     }
 
     /// Bounds a whole call (connect + command) by the request timeout.
@@ -67,7 +79,7 @@ impl RedisBackend {
 
     pub(crate) async fn decide(&self, req: &Request<'_>, redis_key: &[u8], client_now: Option<u64>, max_skew_ms: u64) -> Result<Verdict> {
         self.bounded("acquire", async {
-            let mut conn = self.connection().await?;
+            let mut conn = self.connection()?;
             let mut inv = SLIDING_WINDOW.key(redis_key);
             inv.arg("rl1")
                 .arg(if req.consume { "acquire" } else { "peek" })
@@ -87,7 +99,7 @@ impl RedisBackend {
 
     pub(crate) async fn reset(&self, redis_key: &[u8]) -> Result<()> {
         self.bounded("reset", async {
-            let mut conn = self.connection().await?;
+            let mut conn = self.connection()?;
             redis::cmd("DEL").arg(redis_key).query_async::<()>(&mut conn).await?;
             Ok(())
         })
@@ -96,7 +108,7 @@ impl RedisBackend {
 
     pub(crate) async fn ping(&self) -> Result<()> {
         self.bounded("ping", async {
-            let mut conn = self.connection().await?;
+            let mut conn = self.connection()?;
             redis::cmd("PING").query_async::<()>(&mut conn).await?;
             Ok(())
         })
