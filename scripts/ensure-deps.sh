@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs what the test suite needs and a fresh Debian machine lacks: redis-server (the tests
+# start their own), valgrind (the C suite). Toolchains (cargo, python3, node, java, mvn) are
+# expected on the machine; this script says so clearly when one is missing.
+set -euo pipefail
+
+need_apt=()
+command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
+command -v redis-cli >/dev/null 2>&1 || need_apt+=(redis-tools)
+command -v valgrind >/dev/null 2>&1 || need_apt+=(valgrind)
+
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "ensure-deps: installing ${need_apt[*]} from Debian's packages"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+
+# The tests start their own servers; Debian's package also starts a system one we do not use.
+for tool in cargo redis-server; do
+  command -v "$tool" >/dev/null 2>&1 || { echo "ensure-deps: $tool is missing" >&2; exit 1; }
+done
+echo "ensure-deps: $(redis-server --version | cut -d' ' -f1-3), $(cargo --version)"

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Every test of the project, in one go: installs what is missing, builds the workspace once, then
+# runs the Rust tests and each language's suite against real redis-server processes that the
+# suites start and stop themselves. Exits non-zero if any suite fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/ensure-deps.sh
+
+export CARGO_TERM_COLOR=never
+echo "== build (workspace, debug)"
+cargo build --workspace --all-targets --locked
+
+echo "== Rust tests"
+cargo test --workspace --locked
+
+# Each binding adds its suite here as it lands; each script builds only its own thin layer.
+for suite in bindings-c/test.sh bindings-python/test.sh bindings-node/test.sh bindings-java/test.sh; do
+  if [ -f "$suite" ]; then
+    echo "== $suite"
+    bash "$suite"
+  fi
+done
+echo "== all suites passed"
