@@ -4,9 +4,13 @@
 -- Semantics: at most `limit` permits in ANY span (now - window, now] of Redis server milliseconds.
 --
 -- Storage: ONE key per limiter, a LIST, so a limiter always lives in one Cluster slot:
---   index 0     "<used>"          permits inside the window (the sum of the buckets)
---   index 1..n  "<ms>:<permits>"  one bucket per millisecond that admitted something, oldest first
--- A bucket at ms t counts while t > now - window. Memory grows with the number of distinct
+--   index 0     "<sum>:<ms>:<permits>"  the sum of all stored buckets, and the newest ("open")
+--                                       bucket: the millisecond that admitted last and its permits
+--   index 1..n  "<ms>:<permits>"        older ("closed") buckets, one per millisecond that admitted
+--                                       something, oldest first
+-- A bucket at ms t counts while t > now - window. The common calls touch only index 0 and 1: a
+-- denial reads two elements and writes nothing; an admission in the same millisecond rewrites
+-- index 0. Buckets that left the window are dropped by the next admission. Memory grows with the number of distinct
 -- milliseconds that admitted something (at most `window` of them), never with permits: 5000
 -- permits/s in a 1 s window is at most 1000 small listpack strings, not 5000 ZSET members. There is
 -- no member to collide, so nothing can overwrite an admitted permit (the seed design's
@@ -69,24 +73,39 @@ local function parse_bucket(s)
   return tonumber(string.sub(s, 1, c - 1)), tonumber(string.sub(s, c + 1))
 end
 
--- Walks buckets oldest first (the first page is already read). Returns how many buckets left the
--- window, their permits, and, when `cost` does not fit, the ms of the bucket whose expiry makes it
--- fit.
-local function walk(key, first, edge, total, limit, cost)
-  local expired, freed = 0, 0
-  local need = nil
-  local acc = 0
-  local items, base = first, 1
-  local page = 64
+local function parse_header(s)
+  local sum, t, c = string.match(s, '^(%d+):(%d+):(%d+)$')
+  return tonumber(sum), tonumber(t), tonumber(c)
+end
+
+-- Walks the buckets oldest first: the closed ones (the first is already read), then the open one.
+-- Returns how many closed buckets left the window, their permits, and, when `cost` does not fit,
+-- the ms of the bucket whose expiry makes it fit.
+local function walk(key, first, edge, sum, limit, cost, open_t, open_c)
+  local expired, freed, need, acc = 0, 0, nil, 0
+  local items, k, next_index, page = first, 1, 2, 32
+  local closed_left = #first > 0
   while true do
-    for j = 1, #items do
-      local t, c = parse_bucket(items[j])
+    local t, c, last
+    if k <= #items then
+      t, c = parse_bucket(items[k])
+      k = k + 1
+    elseif closed_left then
+      items = redis.call('LRANGE', key, next_index, next_index + page - 1)
+      closed_left = #items == page
+      next_index = next_index + #items
+      page = page * 2
+      k = 1
+    else
+      t, c, last = open_t, open_c, true
+    end
+    if t ~= nil then
       if need == nil then
         if t <= edge then
           expired = expired + 1
           freed = freed + c
         else
-          need = (total - freed) + cost - limit
+          need = (sum - freed) + cost - limit
           if need <= 0 then
             return expired, freed, nil
           end
@@ -98,80 +117,62 @@ local function walk(key, first, edge, total, limit, cost)
           return expired, freed, t
         end
       end
+      if last then
+        return expired, freed, nil
+      end
     end
-    base = base + #items
-    items = redis.call('LRANGE', key, base, base + page - 1)
-    if #items == 0 then
-      return expired, freed, nil
-    end
-    page = page * 2
   end
 end
 
--- Decides one request of `cost` permits at `now`; writes only when `consume` and it is allowed or
--- buckets expired. Returns allowed (0|1), used, retry_after_ms, reset_after_ms, now.
+-- Decides one request of `cost` permits at `now`; writes only when `consume` and it is allowed.
+-- Returns allowed (0|1), used, retry_after_ms, reset_after_ms, now.
 local function decide(key, now, window, limit, cost, consume, ttl)
-  local head = redis.call('LRANGE', key, 0, 15)
-  local newest, newest_c = nil, 0
-  if #head > 1 then
-    if #head < 16 then
-      newest, newest_c = parse_bucket(head[#head])
-    else
-      newest, newest_c = parse_bucket(redis.call('LINDEX', key, -1))
-    end
-    if newest > now then
-      now = newest
+  local head = redis.call('LRANGE', key, 0, 1)
+  local sum, open_t, open_c
+  if #head > 0 then
+    sum, open_t, open_c = parse_header(head[1])
+    if open_t > now then
+      now = open_t
     end
   end
   local edge = now - window
 
-  if newest == nil or newest <= edge then
+  if open_t == nil or open_t <= edge then
     -- Nothing inside the window.
     if not consume then
       return 1, 0, 0, 0, now
     end
-    if newest ~= nil then
+    if open_t ~= nil then
       redis.call('DEL', key)
     end
-    redis.call('RPUSH', key, fmt(cost), fmt(now) .. ':' .. fmt(cost))
+    redis.call('RPUSH', key, fmt(cost) .. ':' .. fmt(now) .. ':' .. fmt(cost))
     redis.call('PEXPIRE', key, ttl)
     return 1, cost, 0, window, now
   end
 
-  local total = tonumber(head[1])
-  local bucket_page = {}
-  for i = 2, #head do
-    bucket_page[i - 1] = head[i]
+  local expired, freed, fits_at = walk(key, { head[2] }, edge, sum, limit, cost, open_t, open_c)
+  local used = sum - freed
+  if used + cost > limit then
+    return 0, used, fits_at + window - now, open_t + window - now, now
   end
-  local expired, freed, fits_at = walk(key, bucket_page, edge, total, limit, cost)
-  local used = total - freed
-  local allowed = used + cost <= limit
-  local reset_after = newest + window - now
-
   if consume then
     if expired > 0 then
-      -- Drop buckets 1..expired; the last dropped slot becomes the new header.
+      -- Drop closed buckets 1..expired; the last dropped slot becomes the header, rewritten below.
       redis.call('LTRIM', key, expired, -1)
     end
-    if allowed then
-      if newest == now then
-        redis.call('LSET', key, -1, fmt(now) .. ':' .. fmt(newest_c + cost))
-      else
-        redis.call('RPUSH', key, fmt(now) .. ':' .. fmt(cost))
-      end
-      used = used + cost
-      reset_after = window
-      redis.call('PEXPIRE', key, ttl)
+    if open_t == now then
+      open_c = open_c + cost
+    else
+      redis.call('RPUSH', key, fmt(open_t) .. ':' .. fmt(open_c))
+      open_t, open_c = now, cost
     end
-    if expired > 0 or allowed then
-      redis.call('LSET', key, 0, fmt(used))
-    end
+    used = used + cost
+    redis.call('LSET', key, 0, fmt(used) .. ':' .. fmt(open_t) .. ':' .. fmt(open_c))
+    -- Every admission: a later call may have brought a longer window than the one that set the TTL.
+    redis.call('PEXPIRE', key, ttl)
+    return 1, used, 0, window, now
   end
-
-  if allowed then
-    return 1, used, 0, reset_after, now
-  end
-  return 0, used, fits_at + window - now, reset_after, now
+  return 1, used, 0, open_t + window - now, now
 end
 
 if ARGV[1] == 'rl1' then

@@ -1,6 +1,6 @@
 //! A synchronous limiter for callers without an async runtime: the C ABI, Java and synchronous
-//! Python use it. Each call runs the async core on the calling thread under the shared runtime
-//! (see `runtime.rs`), so it is thread-safe and adds no hop for the memory backend.
+//! Python use it. A Redis call runs the async core on the calling thread under the shared runtime
+//! (see `runtime.rs`); a memory-backend call never waits, so it skips the runtime altogether.
 
 use crate::decision::Decision;
 use crate::error::Result;
@@ -37,22 +37,26 @@ impl Limiter {
     }
 
     pub fn acquire(&self, key: impl AsRef<[u8]>, limit: u64, window_ms: u64, cost: u64) -> Result<Decision> {
-        let (l, k) = (self.inner.clone(), key.as_ref().to_vec());
-        runtime::block_on(async move { l.acquire(k, limit, window_ms, cost).await })?
+        let key = key.as_ref();
+        if let Some(d) = self.inner.decide_in_place(key, limit, window_ms, cost, true) {
+            return d;
+        }
+        runtime::block_on(self.inner.acquire(key, limit, window_ms, cost))?
     }
 
     pub fn peek(&self, key: impl AsRef<[u8]>, limit: u64, window_ms: u64) -> Result<Decision> {
-        let (l, k) = (self.inner.clone(), key.as_ref().to_vec());
-        runtime::block_on(async move { l.peek(k, limit, window_ms).await })?
+        let key = key.as_ref();
+        if let Some(d) = self.inner.decide_in_place(key, limit, window_ms, 1, false) {
+            return d;
+        }
+        runtime::block_on(self.inner.peek(key, limit, window_ms))?
     }
 
     pub fn reset(&self, key: impl AsRef<[u8]>) -> Result<()> {
-        let (l, k) = (self.inner.clone(), key.as_ref().to_vec());
-        runtime::block_on(async move { l.reset(k).await })?
+        runtime::block_on(self.inner.reset(key.as_ref()))?
     }
 
     pub fn ping(&self) -> Result<()> {
-        let l = self.inner.clone();
-        runtime::block_on(async move { l.ping().await })?
+        runtime::block_on(self.inner.ping())?
     }
 }

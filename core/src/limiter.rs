@@ -163,6 +163,15 @@ impl Limiter {
         }
     }
 
+    /// Decides right here when the backend never waits (memory), so synchronous callers skip the
+    /// async machinery; `None` for backends that do I/O.
+    pub(crate) fn decide_in_place(&self, key: &[u8], limit: u64, window_ms: u64, cost: u64, consume: bool) -> Option<Result<Decision>> {
+        let Backend::Memory(m) = &self.inner.backend else { return None };
+        Some(validate::acquire(key, limit, window_ms, cost).map(|()| {
+            to_decision(m.decide(&Request { key, limit, window_ms, cost, consume }), limit, Mode::Memory)
+        }))
+    }
+
     async fn decide(&self, req: Request<'_>) -> Result<Decision> {
         let (v, mode) = match &self.inner.backend {
             Backend::Redis(r) => {

@@ -16,7 +16,7 @@ use crate::fork;
 /// The runtime of the current fork generation. Runtimes are leaked on purpose: a parent's runtime
 /// cannot be shut down from a child (its threads do not exist there), and the one of the current
 /// generation lives as long as the process.
-static CURRENT: Mutex<Option<(u64, Handle)>> = Mutex::new(None);
+static CURRENT: Mutex<Option<(u64, &'static Runtime)>> = Mutex::new(None);
 
 thread_local! {
     static CACHED: RefCell<Option<(u64, Handle)>> = const { RefCell::new(None) };
@@ -34,7 +34,7 @@ pub fn handle() -> Result<Handle> {
     }
     let mut current = CURRENT.lock().unwrap_or_else(|p| p.into_inner());
     let handle = match &*current {
-        Some((g, h)) if *g == generation => h.clone(),
+        Some((g, rt)) if *g == generation => rt.handle().clone(),
         _ => {
             let rt: &'static Runtime = Box::leak(Box::new(
                 Builder::new_multi_thread()
@@ -44,7 +44,7 @@ pub fn handle() -> Result<Handle> {
                     .build()
                     .map_err(|e| Error::Backend(format!("cannot start the rl runtime: {e}")))?,
             ));
-            *current = Some((generation, rt.handle().clone()));
+            *current = Some((generation, rt));
             rt.handle().clone()
         }
     };
@@ -53,20 +53,17 @@ pub fn handle() -> Result<Handle> {
 }
 
 /// Runs `fut` to completion from synchronous code. On a plain thread the future runs right here
-/// (no hand-off, so a memory-backend call costs no context switch); called from inside some async
-/// runtime, where blocking in place would panic, it runs on the shared runtime and this thread waits.
+/// (no hand-off, no allocation); called from inside some async runtime, where blocking in place
+/// would panic, it runs on a scoped helper thread and this thread waits.
 pub fn block_on<F>(fut: F) -> Result<F::Output>
 where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
+    F: Future + Send,
+    F::Output: Send,
 {
     let handle = handle()?;
     if Handle::try_current().is_err() {
         return Ok(handle.block_on(fut));
     }
-    let (tx, rx) = std::sync::mpsc::sync_channel(1);
-    handle.spawn(async move {
-        let _ = tx.send(fut.await);
-    });
-    rx.recv().map_err(|_| Error::Backend("the rl runtime dropped a call".into()))
+    std::thread::scope(|s| s.spawn(|| handle.block_on(fut)).join())
+        .map_err(|_| Error::Backend("a blocking rl call panicked".into()))
 }

@@ -3,11 +3,11 @@
 
 mod common;
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use proptest::prelude::*;
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use rl_core::{blocking, Limiter, ManualClock};
-use rl_harness::RedisServer;
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -29,42 +29,48 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn server() -> &'static RedisServer {
-    static SERVER: OnceLock<RedisServer> = OnceLock::new();
-    SERVER.get_or_init(common::server)
+/// Runs one random sequence on fresh keys of both backends; any difference fails the case.
+fn run_case(url: &str, case: u64, ops: &[Op]) -> Result<(), TestCaseError> {
+    let clock = Arc::new(ManualClock::new(common::wall_ms()));
+    // A fresh prefix per case: cases never see each other's windows.
+    let options = rl_core::Options { key_prefix: format!("model{case}:"), ..common::client_clock(clock.clone()) };
+    let redis = blocking::Limiter::open(Some(url), options.clone()).unwrap();
+    let memory = blocking::Limiter::from_async(Limiter::memory(options).unwrap());
+    let name = |k: u8| format!("k{k}");
+    for (i, op) in ops.iter().enumerate() {
+        let (r, m) = match *op {
+            Op::Acquire { key, limit, window, cost } => (redis.acquire(name(key), limit, window, cost), memory.acquire(name(key), limit, window, cost)),
+            Op::Peek { key, limit, window } => (redis.peek(name(key), limit, window), memory.peek(name(key), limit, window)),
+            Op::Reset { key } => {
+                redis.reset(name(key)).unwrap();
+                memory.reset(name(key)).unwrap();
+                continue;
+            }
+            Op::Advance(ms) => {
+                clock.advance(ms);
+                continue;
+            }
+        };
+        let (mut r, m) = (r.unwrap(), m.unwrap());
+        prop_assert_eq!(r.mode, rl_core::Mode::Normal);
+        r.mode = m.mode;
+        prop_assert_eq!(r, m, "op {} {:?}", i, op);
+    }
+    Ok(())
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
-
-    #[test]
-    fn redis_and_memory_decide_identically(ops in proptest::collection::vec(op(), 1..60)) {
-        let clock = Arc::new(ManualClock::new(common::wall_ms()));
-        // A fresh prefix per case: cases never see each other's windows.
-        static CASE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = CASE.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let options = rl_core::Options { key_prefix: format!("model{n}:"), ..common::client_clock(clock.clone()) };
-        let redis = blocking::Limiter::open(Some(&server().url()), options.clone()).unwrap();
-        let memory = blocking::Limiter::from_async(Limiter::memory(options).unwrap());
-        let name = |k: u8| format!("k{k}");
-        for (i, op) in ops.iter().enumerate() {
-            let (r, m) = match *op {
-                Op::Acquire { key, limit, window, cost } => (redis.acquire(name(key), limit, window, cost), memory.acquire(name(key), limit, window, cost)),
-                Op::Peek { key, limit, window } => (redis.peek(name(key), limit, window), memory.peek(name(key), limit, window)),
-                Op::Reset { key } => {
-                    redis.reset(name(key)).unwrap();
-                    memory.reset(name(key)).unwrap();
-                    continue;
-                }
-                Op::Advance(ms) => {
-                    clock.advance(ms);
-                    continue;
-                }
-            };
-            let (mut r, m) = (r.unwrap(), m.unwrap());
-            prop_assert_eq!(r.mode, rl_core::Mode::Normal);
-            r.mode = m.mode;
-            prop_assert_eq!(r, m, "op {} {:?}", i, op);
-        }
+#[test]
+fn redis_and_memory_decide_identically() {
+    // The server lives in this test's scope, so it is stopped when the test ends, pass or fail.
+    let server = common::server();
+    let url = server.url();
+    let cases = std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(200);
+    let mut runner = TestRunner::new(Config { cases, ..Config::default() });
+    let case = std::sync::atomic::AtomicU64::new(0);
+    let result = runner.run(&proptest::collection::vec(op(), 1..60), |ops| {
+        run_case(&url, case.fetch_add(1, std::sync::atomic::Ordering::SeqCst), &ops)
+    });
+    if let Err(e) = result {
+        panic!("{e}");
     }
 }

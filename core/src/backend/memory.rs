@@ -58,7 +58,7 @@ impl MemoryBackend {
         let now = self.clock.now_ms();
         let mut shard = self.shard(req.key);
         shard.ops = shard.ops.wrapping_add(1);
-        if shard.ops % SWEEP_EVERY == 0 {
+        if shard.ops.is_multiple_of(SWEEP_EVERY) {
             shard.windows.retain(|_, w| w.expires_at_ms > now);
         }
         match shard.windows.get_mut(req.key) {
@@ -138,29 +138,23 @@ fn decide(w: &mut Window, now: u64, req: &Request<'_>) -> (Verdict, bool) {
             break;
         }
     }
-    let mut used = w.used - freed;
-    let allowed = used + req.cost <= req.limit;
-    let mut reset_after = newest_t + window - now;
-
-    if req.consume {
-        w.buckets.drain(..expired);
-        if allowed {
-            match w.buckets.back_mut() {
-                Some((t, c)) if *t == now => *c += req.cost,
-                _ => w.buckets.push_back((now, req.cost)),
-            }
-            used += req.cost;
-            reset_after = window;
-            w.expires_at_ms = now + window + TTL_SLACK_MS;
-        }
-        w.used = used;
+    let used = w.used - freed;
+    if used + req.cost > req.limit {
+        // Unreachable `None`: cost <= limit, so the live buckets always hold enough to free.
+        let retry_after_ms = fits_at.map_or(window, |t| t + window - now);
+        let v = Verdict { allowed: false, used, retry_after_ms, reset_after_ms: newest_t + window - now, now_ms: now };
+        return (v, true);
     }
-
-    let retry_after_ms = match (allowed, fits_at) {
-        (true, _) => 0,
-        (false, Some(t)) => t + window - now,
-        // Unreachable: cost <= limit, so the live buckets always hold enough to free.
-        (false, None) => window,
-    };
-    (Verdict { allowed, used, retry_after_ms, reset_after_ms: reset_after, now_ms: now }, true)
+    if !req.consume {
+        return (Verdict { allowed: true, used, retry_after_ms: 0, reset_after_ms: newest_t + window - now, now_ms: now }, true);
+    }
+    // Like the script, only an admission writes: it drops what left the window and adds itself.
+    w.buckets.drain(..expired);
+    match w.buckets.back_mut() {
+        Some((t, c)) if *t == now => *c += req.cost,
+        _ => w.buckets.push_back((now, req.cost)),
+    }
+    w.used = used + req.cost;
+    w.expires_at_ms = now + window + TTL_SLACK_MS;
+    (Verdict { allowed: true, used: w.used, retry_after_ms: 0, reset_after_ms: window, now_ms: now }, true)
 }

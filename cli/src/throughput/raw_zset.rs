@@ -1,0 +1,70 @@
+//! The baseline `rl throughput` prices rl-core against: the minimal ZSET script, called the way a
+//! gateway would call it by hand (redis-rs `Script`, EVALSHA over one shared ConnectionManager).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::Script;
+
+use crate::CliResult;
+
+pub const ZSET_LUA: &str = include_str!("../../../lua/baseline_zset.lua");
+
+#[derive(Clone)]
+pub struct RawZset {
+    conn: ConnectionManager,
+    script: Arc<Script>,
+    key: Arc<str>,
+    /// Members must be unique per request; an equal member would overwrite an admitted one.
+    seq: Arc<AtomicU64>,
+}
+
+impl RawZset {
+    /// Same connect and response timeouts as rl-core's defaults, so neither side is given more
+    /// patience than the other.
+    pub async fn connect(
+        url: &str,
+        key: &str,
+        connect: Duration,
+        request: Duration,
+    ) -> CliResult<RawZset> {
+        let client = redis::Client::open(url)?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(connect))
+            .set_response_timeout(Some(request));
+        let conn = ConnectionManager::new_with_config(client, config).await?;
+        Ok(RawZset {
+            conn,
+            script: Arc::new(Script::new(ZSET_LUA)),
+            key: key.into(),
+            seq: Arc::new(AtomicU64::new(0)),
+        })
+    }
+
+    /// SCRIPT LOAD once, so every measured call is a plain EVALSHA.
+    pub async fn load(&self) -> CliResult<()> {
+        let mut c = self.conn.clone();
+        self.script.prepare_invoke().load_async(&mut c).await?;
+        Ok(())
+    }
+
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    pub async fn acquire(&self, limit: u64, window_ms: u64) -> redis::RedisResult<bool> {
+        let mut c = self.conn.clone();
+        let member = self.seq.fetch_add(1, Ordering::Relaxed);
+        let (allowed, _count, _now): (i64, i64, i64) = self
+            .script
+            .key(&*self.key)
+            .arg(limit)
+            .arg(window_ms)
+            .arg(member)
+            .invoke_async(&mut c)
+            .await?;
+        Ok(allowed == 1)
+    }
+}

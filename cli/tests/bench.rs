@@ -1,0 +1,149 @@
+//! `rl bench` end to end against real redis-servers: the exactness audit in its JSON, and the
+//! fixed-window comparison's boundary spike.
+
+use std::process::{Command, Output};
+use std::sync::Mutex;
+
+use rl_harness::RedisServer;
+use serde_json::Value;
+
+/// The machine has two cores: two benchmarks at once would measure each other.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn rl(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rl"))
+        .args(args)
+        .env_remove("RL_REDIS_URL")
+        .output()
+        .expect("run rl")
+}
+
+fn report(out: &Output) -> Value {
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "rl bench failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+fn u(v: &Value, path: &[&str]) -> u64 {
+    path.iter()
+        .fold(v, |v, k| &v[*k])
+        .as_u64()
+        .unwrap_or_else(|| panic!("{path:?} missing in {v}"))
+}
+
+#[test]
+fn bench_json_reports_max_admitted_in_any_window_within_the_limit() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let redis = RedisServer::start().expect("start redis-server (apt-get install redis-server)");
+    // The default shape (steady, 8 instances, offered rate = the limit's rate) at a fifth of the
+    // default volume: a debug build on a busy two-core machine times out at 5000/s, and the
+    // property does not depend on the volume.
+    let r = report(&rl(&[
+        "bench",
+        "--duration",
+        "2s",
+        "--json",
+        "--redis",
+        &redis.url(),
+        "--rate",
+        "125",
+        "--limit",
+        "1000",
+    ]));
+
+    let limit = u(&r, &["limit"]);
+    let sliding = &r["sliding_window"];
+    assert_eq!((limit, r["pattern"].as_str()), (1000, Some("steady")));
+    // A request that timed out (rl-core's default 500 ms) may still have been admitted by Redis,
+    // unseen by the audit; a loaded CI machine makes a few, so they are bounded, not forbidden.
+    let errors = u(sliding, &["errors"]);
+    assert!(
+        errors * 50 <= u(sliding, &["offered"]),
+        "{errors} errors: {sliding}"
+    );
+    // The load must have pressed on the limit for the audit to mean anything.
+    assert!(u(sliding, &["allowed"]) >= limit, "{sliding}");
+    let max = u(sliding, &["max_admitted_in_window"]);
+    assert!(max <= limit, "admitted {max} in one window, limit {limit}");
+    assert!(
+        max > limit / 2,
+        "a steady load at the limit fills the window: {max}"
+    );
+    // Redis-only figures are present on Redis.
+    assert!(
+        sliding["redis"]["client_calls_per_decision"]
+            .as_f64()
+            .unwrap()
+            >= 1.0,
+        "{sliding}"
+    );
+    assert!(
+        sliding["memory_per_key_kib"].as_f64().unwrap() > 0.0,
+        "{sliding}"
+    );
+    assert!(
+        r.get("fixed_window").is_none(),
+        "no baseline without --compare"
+    );
+}
+
+#[test]
+fn compare_fixed_window_spikes_past_the_limit_while_sliding_stays_within_it() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    // No --redis: the private-server path. A lighter load than the default (1000 per window, bursts
+    // at 10 000/s) so a debug build on two cores keeps up and the spike is not shed away.
+    let out = rl(&[
+        "bench",
+        "--compare",
+        "fixed-window",
+        "--duration",
+        "3s",
+        "--json",
+        "--instances",
+        "4",
+        "--rate",
+        "250",
+        "--limit",
+        "1000",
+    ]);
+    let r = report(&out);
+    assert_eq!(
+        r["pattern"], "boundary",
+        "--compare defaults to the boundary pattern"
+    );
+    assert_eq!(r["private_server"], true);
+
+    let limit = u(&r, &["limit"]);
+    let sliding = u(&r, &["sliding_window", "max_admitted_in_window"]);
+    let fixed = u(&r, &["fixed_window", "max_admitted_in_window"]);
+    assert!(
+        sliding <= limit,
+        "sliding window admitted {sliding} in one window, limit {limit}"
+    );
+    assert!(
+        fixed > limit,
+        "fixed window admitted only {fixed} in one window-length span, limit {limit}: no spike"
+    );
+
+    // The private redis-server is gone once rl has exited.
+    let err = String::from_utf8_lossy(&out.stderr);
+    let pid: u32 = err
+        .split("(pid ")
+        .nth(1)
+        .and_then(|s| s.split(')').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no private server pid in stderr: {err}"));
+    assert!(
+        !rl_harness::process::is_alive(pid),
+        "private redis-server {pid} outlived rl"
+    );
+}

@@ -1,0 +1,190 @@
+//! `rl acquire|peek|reset` as a shell script sees them: exit codes, JSON, and error messages.
+
+use std::process::{Command, Output};
+
+use rl_harness::RedisServer;
+use serde_json::Value;
+
+fn rl(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rl"))
+        .args(args)
+        // An ambient URL must not redirect a test to someone else's Redis.
+        .env_remove("RL_REDIS_URL")
+        .output()
+        .expect("run rl")
+}
+
+fn server() -> RedisServer {
+    RedisServer::start().expect("start redis-server (apt-get install redis-server)")
+}
+
+fn json(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn acquire_twice_with_limit_one_allows_then_denies_with_exit_codes_and_json() {
+    let redis = server();
+    let url = redis.url();
+    let args = [
+        "acquire", "cli:once", "--limit", "1", "--window", "10s", "--redis", &url, "--json",
+    ];
+
+    let first = rl(&args);
+    assert_eq!(
+        first.status.code(),
+        Some(0),
+        "first acquire: {}",
+        stderr(&first)
+    );
+    let d1 = json(&first);
+    for field in [
+        "allowed",
+        "remaining",
+        "used",
+        "limit",
+        "window_ms",
+        "retry_after_ms",
+        "reset_after_ms",
+        "mode",
+        "now_ms",
+    ] {
+        assert!(d1.get(field).is_some(), "field {field} missing from {d1}");
+    }
+    assert_eq!(d1["allowed"], true);
+    assert_eq!(
+        (d1["used"].as_u64(), d1["remaining"].as_u64()),
+        (Some(1), Some(0))
+    );
+    assert_eq!(d1["mode"], "normal");
+    assert_eq!(d1["backend"], "redis");
+
+    let second = rl(&args);
+    assert_eq!(
+        second.status.code(),
+        Some(1),
+        "second acquire: {}",
+        stderr(&second)
+    );
+    let d2 = json(&second);
+    assert_eq!(d2["allowed"], false);
+    assert!(
+        d2["retry_after_ms"].as_u64().unwrap() > 0,
+        "a denial says when to retry: {d2}"
+    );
+    assert!(d2["now_ms"].as_u64().unwrap() >= d1["now_ms"].as_u64().unwrap());
+}
+
+#[test]
+fn peek_takes_nothing_and_reset_empties_the_window() {
+    let redis = server();
+    let url = redis.url();
+    let acquire = [
+        "acquire",
+        "cli:reset",
+        "--limit",
+        "1",
+        "--window",
+        "1m",
+        "--redis",
+        &url,
+        "--json",
+    ];
+    assert_eq!(rl(&acquire).status.code(), Some(0));
+
+    let peek = rl(&[
+        "peek",
+        "cli:reset",
+        "--limit",
+        "1",
+        "--window",
+        "1m",
+        "--redis",
+        &url,
+        "--json",
+    ]);
+    assert_eq!(
+        peek.status.code(),
+        Some(0),
+        "peek exits 0 even when it would deny: {}",
+        stderr(&peek)
+    );
+    assert_eq!(json(&peek)["allowed"], false);
+
+    let reset = rl(&["reset", "cli:reset", "--redis", &url]);
+    assert_eq!(reset.status.code(), Some(0), "{}", stderr(&reset));
+    assert_eq!(
+        rl(&acquire).status.code(),
+        Some(0),
+        "the window is empty again after reset"
+    );
+}
+
+#[test]
+fn limit_zero_exits_2_naming_the_limit_and_its_value() {
+    let out = rl(&["acquire", "k", "--limit", "0", "--window", "1s"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("limit") && err.contains("is 0"),
+        "stderr: {err}"
+    );
+    assert!(out.stdout.is_empty(), "no decision is printed on error");
+}
+
+#[test]
+fn unparsable_window_exits_2_naming_the_value() {
+    let out = rl(&["acquire", "k", "--limit", "5", "--window", "abc"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("'abc'") && err.contains("--window"),
+        "stderr: {err}"
+    );
+}
+
+#[test]
+fn unreachable_redis_exits_2_with_the_backend_error() {
+    // A port nothing listens on: bind one, note it, close it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("redis://127.0.0.1:{port}/");
+    let out = rl(&[
+        "acquire", "k", "--limit", "5", "--window", "1s", "--redis", &url,
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "stdout: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(
+        stderr(&out).contains("backend unavailable"),
+        "stderr: {}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn without_redis_the_memory_backend_is_used_and_announced() {
+    let out = rl(&["acquire", "k", "--limit", "5", "--window", "1s", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(json(&out)["backend"], "memory");
+    assert!(
+        stderr(&out).contains("memory backend"),
+        "stderr: {}",
+        stderr(&out)
+    );
+}
