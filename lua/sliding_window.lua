@@ -4,19 +4,25 @@
 -- Semantics: at most `limit` permits in ANY span (now - window, now] of Redis server milliseconds.
 --
 -- Storage: ONE key per limiter, a LIST, so a limiter always lives in one Cluster slot:
---   index 0     "<sum>:<ms>:<permits>"  the sum of all stored buckets, and the newest ("open")
---                                       bucket: the millisecond that admitted last and its permits
---   index 1..n  "<ms>:<permits>"        older ("closed") buckets, one per millisecond that admitted
---                                       something, oldest first
--- A bucket at ms t counts while t > now - window. The common calls touch only index 0 and 1: a
--- denial reads two elements and writes nothing; an admission in the same millisecond rewrites
--- index 0. Buckets that left the window are dropped by the next admission. Memory grows with the number of distinct
--- milliseconds that admitted something (at most `window` of them), never with permits: 5000
--- permits/s in a 1 s window is at most 1000 small listpack strings, not 5000 ZSET members. There is
--- no member to collide, so nothing can overwrite an admitted permit (the seed design's
--- "{now}:{client}:{random}" member lost entries that way).
+--   index 0     "<sum>:<open ms>:<open permits>:<oldest ms>:<ttl deadline>"
+--               sum: permits in all stored buckets; open: the newest bucket (the millisecond that
+--               admitted last); oldest: the oldest closed bucket's ms (0 = none); ttl deadline:
+--               until when (on this script's clock) the key's TTL is known to keep it
+--   index 1..n  "<ms>:<permits>"  the closed buckets, one per millisecond that admitted something,
+--               oldest first
+-- A bucket at ms t counts while t > now - window. A typical call reads only index 0: a denial
+-- writes nothing, an admission rewrites index 0 (and pushes the previous open bucket when the
+-- millisecond changed); the first admission after a bucket left the window drops it. Memory
+-- grows with the number of distinct milliseconds that admitted something (at most `window` of
+-- them), never with permits: 5000 permits/s in a 1 s window is at most 1000 small listpack
+-- strings, not 5000 ZSET members. There is no member to collide, so nothing can overwrite an
+-- admitted permit (the seed design's "{now}:{client}:{random}" member lost entries that way).
 --
--- Time never runs backwards for a window: `now` is raised to the newest bucket's ms if the clock
+-- Cost: Redis runs a script command by command and converts numbers through strings, so the
+-- script keeps redis.call() and number conversions to a minimum (string.format('%d') only; Lua's
+-- own number-to-string and '%.0f' go through slow float formatting).
+--
+-- Time never runs backwards for a window: `now` is raised to the open bucket's ms if the clock
 -- (server or client) is behind it, so a bucket is never "in the future".
 --
 -- Every argument is checked (a decimal integer string, in range) BEFORE the first write: Redis does
@@ -33,23 +39,28 @@
 --            unhealthy is the client library's job. client_id must be present (audit only).
 --   reply    {allowed (1|0), remaining, current, 'normal'};  {-1, 0, 0, 'invalid_args'} on bad input
 --
--- Calling convention 2, the native one (rl-core):
+-- Calling convention 2, the native one (rl-core): a batch of requests on one key, decided in
+-- order at one instant, so a process can coalesce concurrent requests for a hot key into one call.
 --   KEYS[1]  the limiter's key
---   ARGV     'rl1', op ('acquire'|'peek'), window_ms, limit, cost, client_now_ms ('' = server
---            TIME), max_skew_ms
---   reply    {0, allowed, used, retry_after_ms, reset_after_ms, now_ms}
---            {-1, '<name of the bad argument>'}
+--   ARGV     'rl1', client_now_ms ('' = server TIME), max_skew_ms,
+--            then per request: op ('acquire'|'peek'), window_ms, limit, cost   (1..1000 requests)
+--   reply    {0, allowed, used, retry_after_ms, reset_after_ms, now_ms, ...5 more per request}
+--            {-1, '<name of the bad argument>', <request number, 0 for the batch's own>}
 --            {-2, server_now_ms}   client_now_ms is further than max_skew_ms from Redis TIME
 
 local MAX_WINDOW_MS = 2592000000     -- 30 days
 local MAX_PERMITS = 1000000000000000 -- 1e15: every sum stays an exact integer in a Lua double
 local MAX_TIME_MS = 1000000000000000
 local TTL_SLACK_MS = 1000
+local MAX_BATCH = 1000
+
+local find, sub, match, format, tonumber = string.find, string.sub, string.match, string.format, tonumber
+local call = redis.call
 
 -- A decimal integer in [lo, hi], or nil. The pattern rejects what tonumber would let through:
 -- 'inf', 'nan', '0x10', '1e3', '1.5', ' 5', '+5', '-5'.
 local function int_arg(s, lo, hi)
-  if type(s) ~= 'string' or #s == 0 or #s > 16 or not string.find(s, '^%d+$') then
+  if type(s) ~= 'string' or #s > 16 or not find(s, '^%d+$') then
     return nil
   end
   local n = tonumber(s)
@@ -59,39 +70,26 @@ local function int_arg(s, lo, hi)
   return n
 end
 
-local function fmt(n)
-  return string.format('%.0f', n)
-end
-
 local function server_ms()
-  local t = redis.call('TIME')
+  local t = call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
-local function parse_bucket(s)
-  local c = string.find(s, ':', 1, true)
-  return tonumber(string.sub(s, 1, c - 1)), tonumber(string.sub(s, c + 1))
-end
-
-local function parse_header(s)
-  local sum, t, c = string.match(s, '^(%d+):(%d+):(%d+)$')
-  return tonumber(sum), tonumber(t), tonumber(c)
-end
-
--- Walks the buckets oldest first: the closed ones (the first is already read), then the open one.
--- Returns how many closed buckets left the window, their permits, and, when `cost` does not fit,
--- the ms of the bucket whose expiry makes it fit.
-local function walk(key, first, edge, sum, limit, cost, open_t, open_c)
-  local expired, freed, need, acc = 0, 0, nil, 0
-  local items, k, next_index, page = first, 1, 2, 32
-  local closed_left = #first > 0
+-- Walks the buckets oldest first: the closed ones from index 1, then the open one. Returns how
+-- many closed buckets left the window, their permits, the ms of the bucket whose expiry makes
+-- `cost` fit (nil if it fits now), and the oldest closed bucket still inside (0 if none).
+local function walk(key, edge, sum, limit, cost, open_t, open_c, has_closed)
+  local expired, freed, need, acc, first_live = 0, 0, nil, 0, 0
+  local items, k, next_index, page, closed_left = {}, 1, 1, 4, has_closed
   while true do
     local t, c, last
     if k <= #items then
-      t, c = parse_bucket(items[k])
+      local s = items[k]
+      local colon = find(s, ':', 1, true)
+      t, c = tonumber(sub(s, 1, colon - 1)), tonumber(sub(s, colon + 1))
       k = k + 1
     elseif closed_left then
-      items = redis.call('LRANGE', key, next_index, next_index + page - 1)
+      items = call('LRANGE', key, format('%d', next_index), format('%d', next_index + page - 1))
       closed_left = #items == page
       next_index = next_index + #items
       page = page * 2
@@ -105,20 +103,23 @@ local function walk(key, first, edge, sum, limit, cost, open_t, open_c)
           expired = expired + 1
           freed = freed + c
         else
+          if not last then
+            first_live = t
+          end
           need = (sum - freed) + cost - limit
           if need <= 0 then
-            return expired, freed, nil
+            return expired, freed, nil, first_live
           end
         end
       end
       if need ~= nil then
         acc = acc + c
         if acc >= need then
-          return expired, freed, t
+          return expired, freed, t, first_live
         end
       end
       if last then
-        return expired, freed, nil
+        return expired, freed, nil, first_live
       end
     end
   end
@@ -127,10 +128,15 @@ end
 -- Decides one request of `cost` permits at `now`; writes only when `consume` and it is allowed.
 -- Returns allowed (0|1), used, retry_after_ms, reset_after_ms, now.
 local function decide(key, now, window, limit, cost, consume, ttl)
-  local head = redis.call('LRANGE', key, 0, 1)
-  local sum, open_t, open_c
-  if #head > 0 then
-    sum, open_t, open_c = parse_header(head[1])
+  local head = call('LINDEX', key, '0')
+  local sum_s, open_s, openc_s, oldest_s, deadline_s
+  local open_t
+  if head then
+    sum_s, open_s, openc_s, oldest_s, deadline_s = match(head, '^(%d+):(%d+):(%d+):(%d+):(%d+)$')
+    if not sum_s then
+      return redis.error_reply('rl: ' .. key .. ' holds something that is not an rl window')
+    end
+    open_t = tonumber(open_s)
     if open_t > now then
       now = open_t
     end
@@ -142,69 +148,98 @@ local function decide(key, now, window, limit, cost, consume, ttl)
     if not consume then
       return 1, 0, 0, 0, now
     end
-    if open_t ~= nil then
-      redis.call('DEL', key)
+    if head then
+      call('DEL', key)
     end
-    redis.call('RPUSH', key, fmt(cost) .. ':' .. fmt(now) .. ':' .. fmt(cost))
-    redis.call('PEXPIRE', key, ttl)
+    local c, n = format('%d', cost), format('%d', now)
+    call('RPUSH', key, c .. ':' .. n .. ':' .. c .. ':0:' .. format('%d', now + 2 * ttl))
+    call('PEXPIRE', key, format('%d', 2 * ttl))
     return 1, cost, 0, window, now
   end
 
-  local expired, freed, fits_at = walk(key, { head[2] }, edge, sum, limit, cost, open_t, open_c)
+  local sum, open_c, oldest = tonumber(sum_s), tonumber(openc_s), tonumber(oldest_s)
+  local expired, freed, fits_at = 0, 0, nil
+  if (oldest ~= 0 and oldest <= edge) or sum + cost > limit then
+    expired, freed, fits_at, oldest = walk(key, edge, sum, limit, cost, open_t, open_c, oldest ~= 0)
+  end
   local used = sum - freed
   if used + cost > limit then
     return 0, used, fits_at + window - now, open_t + window - now, now
   end
-  if consume then
-    if expired > 0 then
-      -- Drop closed buckets 1..expired; the last dropped slot becomes the header, rewritten below.
-      redis.call('LTRIM', key, expired, -1)
-    end
-    if open_t == now then
-      open_c = open_c + cost
-    else
-      redis.call('RPUSH', key, fmt(open_t) .. ':' .. fmt(open_c))
-      open_t, open_c = now, cost
-    end
-    used = used + cost
-    redis.call('LSET', key, 0, fmt(used) .. ':' .. fmt(open_t) .. ':' .. fmt(open_c))
-    -- Every admission: a later call may have brought a longer window than the one that set the TTL.
-    redis.call('PEXPIRE', key, ttl)
-    return 1, used, 0, window, now
+  if not consume then
+    return 1, used, 0, open_t + window - now, now
   end
-  return 1, used, 0, open_t + window - now, now
+
+  if expired > 0 then
+    -- Drop closed buckets 1..expired; the last dropped slot becomes the header, rewritten below.
+    call('LTRIM', key, format('%d', expired), '-1')
+  end
+  if open_t == now then
+    open_c = open_c + cost
+  else
+    call('RPUSH', key, open_s .. ':' .. openc_s)
+    if oldest == 0 then
+      oldest = open_t
+    end
+    open_t, open_c = now, cost
+  end
+  used = used + cost
+  -- The TTL must outlive the newest bucket under THIS call's window (a later call may bring a
+  -- longer window than the one that set it); set it for twice that, so it is renewed rarely.
+  local deadline = tonumber(deadline_s)
+  if deadline < now + ttl then
+    deadline = now + 2 * ttl
+    call('PEXPIRE', key, format('%d', 2 * ttl))
+  end
+  call('LSET', key, '0', format('%d:%d:%d:%d:%d', used, open_t, open_c, oldest, deadline))
+  return 1, used, 0, window, now
 end
 
 if ARGV[1] == 'rl1' then
   local key = KEYS[1]
-  local op = ARGV[2]
-  local window = int_arg(ARGV[3], 1, MAX_WINDOW_MS)
-  local limit = int_arg(ARGV[4], 1, MAX_PERMITS)
-  if key == nil then return {-1, 'key'} end
-  if op ~= 'acquire' and op ~= 'peek' then return {-1, 'op'} end
-  if window == nil then return {-1, 'window_ms'} end
-  if limit == nil then return {-1, 'limit'} end
-  local cost = int_arg(ARGV[5], 1, limit)
-  if cost == nil then return {-1, 'cost'} end
-  local max_skew = int_arg(ARGV[7], 0, MAX_TIME_MS)
-  if max_skew == nil then return {-1, 'max_skew_ms'} end
+  if key == nil then return {-1, 'key', 0} end
+  local max_skew = int_arg(ARGV[3], 0, MAX_TIME_MS)
+  if max_skew == nil then return {-1, 'max_skew_ms', 0} end
+  local n = (#ARGV - 3) / 4
+  if n < 1 or n > MAX_BATCH or n ~= math.floor(n) then return {-1, 'batch', 0} end
+  -- Every request of the batch is checked before the first write.
+  local consume, windows, limits, costs = {}, {}, {}, {}
+  for i = 1, n do
+    local b = (i - 1) * 4 + 3
+    local op = ARGV[b + 1]
+    if op ~= 'acquire' and op ~= 'peek' then return {-1, 'op', i} end
+    local window = int_arg(ARGV[b + 2], 1, MAX_WINDOW_MS)
+    if window == nil then return {-1, 'window_ms', i} end
+    local limit = int_arg(ARGV[b + 3], 1, MAX_PERMITS)
+    if limit == nil then return {-1, 'limit', i} end
+    local cost = int_arg(ARGV[b + 4], 1, limit)
+    if cost == nil then return {-1, 'cost', i} end
+    consume[i], windows[i], limits[i], costs[i] = op == 'acquire', window, limit, cost
+  end
   local now
-  local ttl = window + TTL_SLACK_MS
-  if ARGV[6] == '' then
+  local slack = TTL_SLACK_MS
+  if ARGV[2] == '' then
     now = server_ms()
   else
-    now = int_arg(ARGV[6], 1, MAX_TIME_MS)
-    if now == nil then return {-1, 'client_now_ms'} end
+    now = int_arg(ARGV[2], 1, MAX_TIME_MS)
+    if now == nil then return {-1, 'client_now_ms', 0} end
     local server = server_ms()
     if math.abs(now - server) > max_skew then
       return {-2, server}
     end
     -- A bucket made on the client's clock may outlive the server-clock TTL by twice the skew.
-    ttl = ttl + 2 * max_skew
+    slack = slack + 2 * max_skew
   end
-  local allowed, used, retry_after, reset_after, at =
-    decide(key, now, window, limit, cost, op == 'acquire', ttl)
-  return {0, allowed, used, retry_after, reset_after, at}
+  -- The requests are decided one after the other, in order, at one instant.
+  local out = {0}
+  for i = 1, n do
+    local allowed, used, retry_after, reset_after, at =
+      decide(key, now, windows[i], limits[i], costs[i], consume[i], windows[i] + slack)
+    if type(allowed) == 'table' then return allowed end -- an error reply
+    local o = #out
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = allowed, used, retry_after, reset_after, at
+  end
+  return out
 end
 
 -- The seed design's convention.
@@ -219,4 +254,5 @@ if int_arg(ARGV[5], 0, MAX_TIME_MS) == nil then return invalid end
 if #ARGV[6] == 0 or #ARGV[6] > 256 then return invalid end
 
 local allowed, used = decide(KEYS[1], server_ms(), window, max_req, 1, true, window + TTL_SLACK_MS)
+if type(allowed) == 'table' then return allowed end -- an error reply
 return {allowed, max_req - used, used, 'normal'}

@@ -94,7 +94,7 @@ impl Limiter {
                 Backend::Memory(MemoryBackend::new(clock))
             }
             Some(u) if u.starts_with("redis://") || u.starts_with("rediss://") || u.starts_with("redis+unix://") || u.starts_with("unix://") => {
-                Backend::Redis(RedisBackend::open(u, options.connect_timeout, options.request_timeout)?)
+                Backend::Redis(RedisBackend::open(u, &options)?)
             }
             Some(u) => {
                 return Err(Error::invalid(
@@ -174,11 +174,7 @@ impl Limiter {
 
     async fn decide(&self, req: Request<'_>) -> Result<Decision> {
         let (v, mode) = match &self.inner.backend {
-            Backend::Redis(r) => {
-                let opts = &self.inner.options;
-                let client_now = opts.clock.as_ref().map(|c| c.now_ms());
-                (r.decide(&req, &self.redis_key(req.key), client_now, opts.max_clock_skew_ms).await?, Mode::Normal)
-            }
+            Backend::Redis(r) => (r.decide(&req, &self.redis_key(req.key)).await?, Mode::Normal),
             Backend::Memory(m) => (m.decide(&req), Mode::Memory),
         };
         Ok(to_decision(v, req.limit, mode))

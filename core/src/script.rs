@@ -33,15 +33,18 @@ fn non_negative(v: &Value) -> Option<u64> {
     int(v).and_then(|i| u64::try_from(i).ok())
 }
 
-/// Reads `{status, ...}` (see the script's header) into a verdict or a typed error.
-pub(crate) fn parse_reply(reply: Value, client_now: Option<u64>, max_skew_ms: u64) -> Result<Verdict> {
+/// Reads `{status, ...}` (see the script's header) into one verdict per request, or a typed error.
+pub(crate) fn parse_reply(reply: Value, requests: usize, client_now: Option<u64>, max_skew_ms: u64) -> Result<Vec<Verdict>> {
     let bad = |what: &str| Error::Backend(format!("unexpected reply from the rl script ({what}): {reply:?}"));
     let Value::Array(items) = &reply else { return Err(bad("not an array")) };
     match items.first().and_then(int) {
-        Some(0) if items.len() == 6 => {
-            let n: Vec<u64> = items[1..].iter().map(non_negative).collect::<Option<_>>().ok_or_else(|| bad("field"))?;
-            Ok(Verdict { allowed: n[0] == 1, used: n[1], retry_after_ms: n[2], reset_after_ms: n[3], now_ms: n[4] })
-        }
+        Some(0) if items.len() == 1 + 5 * requests => items[1..]
+            .chunks(5)
+            .map(|v| {
+                let n: Vec<u64> = v.iter().map(non_negative).collect::<Option<_>>().ok_or_else(|| bad("field"))?;
+                Ok(Verdict { allowed: n[0] == 1, used: n[1], retry_after_ms: n[2], reset_after_ms: n[3], now_ms: n[4] })
+            })
+            .collect(),
         Some(-1) => {
             let name = match items.get(1) {
                 Some(Value::BulkString(b)) => String::from_utf8_lossy(b).into_owned(),

@@ -86,3 +86,38 @@ async fn burst_of_concurrent_weighted_acquires_never_overshoots() {
     // 64 requests of cost 1..3 offer 127 permits; the window fills to within one request's cost.
     assert!(granted >= 98, "granted {granted}");
 }
+
+fn evalsha_calls(server: &rl_harness::RedisServer) -> i64 {
+    let info = cmd(server, &[b"INFO", b"commandstats"]);
+    let text = info.as_str().unwrap().to_string();
+    text.lines()
+        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
+        .map(|rest| rest.split(',').next().unwrap().parse().unwrap())
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_requests_for_one_key_share_script_calls_and_stay_exact() {
+    let server = server();
+    let limiter = limiter(&server);
+    limiter.acquire("warm", 1, 1000, 1).await.unwrap(); // connect and load the script first
+    let before = evalsha_calls(&server);
+    let mut tasks = Vec::new();
+    for i in 0..512u64 {
+        let l = limiter.clone();
+        // Mixed limits, windows and costs on one key: each is decided by its own rules, in order.
+        tasks.push(tokio::spawn(async move { l.acquire("hot", 300, 60_000 + i % 2, 1 + i % 2).await.unwrap() }));
+    }
+    let mut granted = 0;
+    for (i, t) in tasks.into_iter().enumerate() {
+        let d = t.await.unwrap();
+        if d.allowed {
+            granted += 1 + i as u64 % 2;
+        }
+    }
+    let calls = evalsha_calls(&server) - before;
+    assert!(calls < 512 / 2, "512 concurrent requests took {calls} script calls");
+    let state = limiter.peek("hot", 300, 60_000).await.unwrap();
+    assert_eq!(state.used, granted);
+    assert!(granted <= 300 && granted >= 299, "granted {granted}");
+}

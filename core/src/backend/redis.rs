@@ -1,52 +1,162 @@
-//! The Redis backend: one EVALSHA of `lua/sliding_window.lua` per decision over one multiplexed,
-//! self-reconnecting connection (redis-rs `ConnectionManager`), so concurrent callers pipeline on
-//! one socket instead of queueing for a pool.
+//! The Redis backend: EVALSHA of `lua/sliding_window.lua` over one multiplexed, self-reconnecting
+//! connection (redis-rs `ConnectionManager`), so concurrent callers pipeline on one socket
+//! instead of queueing for a pool, and concurrent requests for one key share one call
+//! (`coalesce.rs`).
 //!
 //! The connection is made lazily on first use: opening a limiter never blocks or fails because
 //! Redis is briefly away, and a limiter outlives Redis restarts. Every call is bounded by the
 //! request timeout, so no caller waits on a dead Redis longer than configured.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-use std::sync::Mutex;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
+use super::coalesce::{Op, Queues, Turn, MAX_WAITING};
 use super::{Request, Verdict};
+use crate::clock::Clock;
 use crate::error::{Error, Result};
+use crate::limiter::Options;
 use crate::script::{parse_reply, SLIDING_WINDOW};
 
 pub(crate) struct RedisBackend {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
     client: redis::Client,
     config: ConnectionManagerConfig,
     /// The connection of the current fork generation (see `fork.rs`): a child process must not
     /// use the parent's, whose driving task lived on a thread the child does not have.
     conn: Mutex<Option<(u64, ConnectionManager)>>,
     request_timeout: Duration,
+    clock: Option<Arc<dyn Clock>>,
+    max_skew_ms: u64,
+    queues: Queues,
 }
 
 impl std::fmt::Debug for RedisBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let info = self.client.get_connection_info();
+        let info = self.shared.client.get_connection_info();
         f.debug_struct("RedisBackend").field("addr", &info.addr()).finish_non_exhaustive()
     }
 }
 
 impl RedisBackend {
-    pub(crate) fn open(url: &str, connect_timeout: Duration, request_timeout: Duration) -> Result<Self> {
+    pub(crate) fn open(url: &str, options: &Options) -> Result<Self> {
         if url.starts_with("rediss://") {
             // rustls needs one process-wide crypto provider; another library may have set one.
             let _ = rustls::crypto::ring::default_provider().install_default();
         }
         let client = redis::Client::open(url).map_err(|e| Error::invalid("url", format!("{}: {e}", redact(url))))?;
         let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(connect_timeout))
-            .set_response_timeout(Some(request_timeout))
+            .set_connection_timeout(Some(options.connect_timeout))
+            .set_response_timeout(Some(options.request_timeout))
             .set_number_of_retries(1)
             .set_max_delay(Duration::from_millis(100));
-        Ok(RedisBackend { client, config, conn: Mutex::new(None), request_timeout })
+        Ok(RedisBackend {
+            shared: Arc::new(Shared {
+                client,
+                config,
+                conn: Mutex::new(None),
+                request_timeout: options.request_timeout,
+                clock: options.clock.clone(),
+                max_skew_ms: options.max_clock_skew_ms,
+                queues: Queues::default(),
+            }),
+        })
     }
 
+    /// Decides one request, alone or coalesced with concurrent ones for the same key.
+    pub(crate) async fn decide(&self, req: &Request<'_>, redis_key: &[u8]) -> Result<Verdict> {
+        let op = Op { consume: req.consume, window_ms: req.window_ms, limit: req.limit, cost: req.cost };
+        match self.shared.queues.join(redis_key, op) {
+            Turn::Lead => {
+                // Whatever queues up behind this call is handed on when it ends, even if the
+                // caller gives up on it (the guard's drop).
+                let _handoff = Handoff { shared: &self.shared, key: redis_key };
+                let verdicts = self.shared.bounded("acquire", self.shared.call(redis_key, &[op])).await?;
+                Ok(verdicts[0])
+            }
+            Turn::Follow(rx) => match tokio::time::timeout(self.shared.request_timeout, rx).await {
+                Ok(Ok(verdict)) => verdict,
+                Ok(Err(_)) => Err(Error::Backend("a coalesced rl call was abandoned".into())),
+                Err(_) => Err(self.shared.timed_out("acquire")),
+            },
+            Turn::Full => Err(Error::BackendUnavailable(format!(
+                "{MAX_WAITING} requests already wait for this key; Redis is not keeping up"
+            ))),
+        }
+    }
+
+    pub(crate) async fn reset(&self, redis_key: &[u8]) -> Result<()> {
+        self.shared
+            .bounded("reset", async {
+                let mut conn = self.shared.connection()?;
+                redis::cmd("DEL").arg(redis_key).query_async::<()>(&mut conn).await?;
+                Ok(())
+            })
+            .await
+    }
+
+    pub(crate) async fn ping(&self) -> Result<()> {
+        self.shared
+            .bounded("ping", async {
+                let mut conn = self.shared.connection()?;
+                redis::cmd("PING").query_async::<()>(&mut conn).await?;
+                Ok(())
+            })
+            .await
+    }
+}
+
+/// Hands the requests that queued behind a leader's call to a driver task.
+struct Handoff<'a> {
+    shared: &'a Arc<Shared>,
+    key: &'a [u8],
+}
+
+impl Drop for Handoff<'_> {
+    fn drop(&mut self) {
+        let Some(batch) = self.shared.queues.next_batch(self.key) else { return };
+        let (shared, key) = (self.shared.clone(), self.key.to_vec());
+        match crate::runtime::handle() {
+            Ok(rt) => {
+                rt.spawn(drive(shared, key, batch));
+            }
+            Err(e) => {
+                for w in batch {
+                    let _ = w.tx.send(Err(e.clone()));
+                }
+            }
+        }
+    }
+}
+
+/// Sends batches for `key` until nothing waits.
+async fn drive(shared: Arc<Shared>, key: Vec<u8>, mut batch: Vec<super::coalesce::Waiter>) {
+    loop {
+        let ops: Vec<Op> = batch.iter().map(|w| w.op).collect();
+        match shared.bounded("acquire", shared.call(&key, &ops)).await {
+            Ok(verdicts) => {
+                for (w, v) in batch.into_iter().zip(verdicts) {
+                    let _ = w.tx.send(Ok(v));
+                }
+            }
+            Err(e) => {
+                for w in batch {
+                    let _ = w.tx.send(Err(e.clone()));
+                }
+            }
+        }
+        match shared.queues.next_batch(&key) {
+            Some(next) => batch = next,
+            None => return,
+        }
+    }
+}
+
+impl Shared {
     /// The multiplexed connection, made on first use (it connects lazily, in the background).
     fn connection(&self) -> Result<ConnectionManager> {
         let generation = crate::fork::generation();
@@ -66,53 +176,34 @@ impl RedisBackend {
         Ok(conn)
     }
 
+    fn timed_out(&self, what: &str) -> Error {
+        Error::BackendUnavailable(format!("{what} got no answer from Redis within {} ms", self.request_timeout.as_millis()))
+    }
+
     /// Bounds a whole call (connect + command) by the request timeout.
     async fn bounded<T>(&self, what: &str, fut: impl std::future::Future<Output = Result<T>>) -> Result<T> {
         match tokio::time::timeout(self.request_timeout, fut).await {
             Ok(r) => r,
-            Err(_) => Err(Error::BackendUnavailable(format!(
-                "{what} got no answer from Redis within {} ms",
-                self.request_timeout.as_millis()
-            ))),
+            Err(_) => Err(self.timed_out(what)),
         }
     }
 
-    pub(crate) async fn decide(&self, req: &Request<'_>, redis_key: &[u8], client_now: Option<u64>, max_skew_ms: u64) -> Result<Verdict> {
-        self.bounded("acquire", async {
-            let mut conn = self.connection()?;
-            let mut inv = SLIDING_WINDOW.key(redis_key);
-            inv.arg("rl1")
-                .arg(if req.consume { "acquire" } else { "peek" })
-                .arg(req.window_ms)
-                .arg(req.limit)
-                .arg(req.cost);
-            match client_now {
-                Some(t) => inv.arg(t),
-                None => inv.arg(""),
-            };
-            inv.arg(max_skew_ms);
-            let reply: redis::Value = inv.invoke_async(&mut conn).await?;
-            parse_reply(reply, client_now, max_skew_ms)
-        })
-        .await
-    }
-
-    pub(crate) async fn reset(&self, redis_key: &[u8]) -> Result<()> {
-        self.bounded("reset", async {
-            let mut conn = self.connection()?;
-            redis::cmd("DEL").arg(redis_key).query_async::<()>(&mut conn).await?;
-            Ok(())
-        })
-        .await
-    }
-
-    pub(crate) async fn ping(&self) -> Result<()> {
-        self.bounded("ping", async {
-            let mut conn = self.connection()?;
-            redis::cmd("PING").query_async::<()>(&mut conn).await?;
-            Ok(())
-        })
-        .await
+    /// One script call deciding `ops` on `redis_key`, in order.
+    async fn call(&self, redis_key: &[u8], ops: &[Op]) -> Result<Vec<Verdict>> {
+        let mut conn = self.connection()?;
+        let client_now = self.clock.as_ref().map(|c| c.now_ms());
+        let mut inv = SLIDING_WINDOW.key(redis_key);
+        inv.arg("rl1");
+        match client_now {
+            Some(t) => inv.arg(t),
+            None => inv.arg(""),
+        };
+        inv.arg(self.max_skew_ms);
+        for op in ops {
+            inv.arg(if op.consume { "acquire" } else { "peek" }).arg(op.window_ms).arg(op.limit).arg(op.cost);
+        }
+        let reply: redis::Value = inv.invoke_async(&mut conn).await?;
+        parse_reply(reply, ops.len(), client_now, self.max_skew_ms)
     }
 }
 

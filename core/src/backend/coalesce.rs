@@ -1,0 +1,91 @@
+//! Coalescing: while one script call for a key is in flight, further requests for that key from
+//! this process wait, and go together in the next call — one EVALSHA decides them all, in order.
+//! A lone request goes out at once (no added latency); under concurrency on a hot key, Redis does
+//! one call per round trip instead of one per request, which is what lets one key take far more
+//! decisions per second than one-script-call-per-request can.
+//!
+//! The queue per key is bounded, and every waiter is bounded by the request timeout.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use tokio::sync::oneshot;
+
+use super::Verdict;
+use crate::error::Result;
+use crate::fork;
+
+/// One request's arguments, owned so it can wait in a queue.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Op {
+    pub consume: bool,
+    pub window_ms: u64,
+    pub limit: u64,
+    pub cost: u64,
+}
+
+pub(crate) struct Waiter {
+    pub op: Op,
+    pub tx: oneshot::Sender<Result<Verdict>>,
+}
+
+/// Most requests one script call decides.
+pub(crate) const MAX_BATCH: usize = 128;
+/// Most requests that may wait behind an in-flight call for one key.
+pub(crate) const MAX_WAITING: usize = 10_000;
+
+pub(crate) enum Turn {
+    /// Nothing in flight for this key: the caller sends its own request now.
+    Lead,
+    /// A call is in flight: the caller's request goes in a later batch.
+    Follow(oneshot::Receiver<Result<Verdict>>),
+    /// Too many requests already wait for this key.
+    Full,
+}
+
+/// Keys with a call in flight, each with the requests waiting behind it. Tagged with the fork
+/// generation: a child must not wait behind its parent's in-flight calls.
+#[derive(Default)]
+pub(crate) struct Queues {
+    inner: Mutex<(u64, HashMap<Vec<u8>, Vec<Waiter>>)>,
+}
+
+impl Queues {
+    fn lock(&self) -> std::sync::MutexGuard<'_, (u64, HashMap<Vec<u8>, Vec<Waiter>>)> {
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let generation = fork::generation();
+        if g.0 != generation {
+            g.0 = generation;
+            g.1.clear();
+        }
+        g
+    }
+
+    pub(crate) fn join(&self, key: &[u8], op: Op) -> Turn {
+        let mut g = self.lock();
+        match g.1.get_mut(key) {
+            None => {
+                g.1.insert(key.to_vec(), Vec::new());
+                Turn::Lead
+            }
+            Some(waiting) if waiting.len() >= MAX_WAITING => Turn::Full,
+            Some(waiting) => {
+                let (tx, rx) = oneshot::channel();
+                waiting.push(Waiter { op, tx });
+                Turn::Follow(rx)
+            }
+        }
+    }
+
+    /// The next batch for `key`, or `None` after marking the key idle because nothing waits.
+    pub(crate) fn next_batch(&self, key: &[u8]) -> Option<Vec<Waiter>> {
+        let mut g = self.lock();
+        let waiting = g.1.get_mut(key)?;
+        if waiting.is_empty() {
+            g.1.remove(key);
+            return None;
+        }
+        let n = waiting.len().min(MAX_BATCH);
+        Some(waiting.drain(..n).collect())
+    }
+}
