@@ -1,0 +1,749 @@
+//! The C ABI of rl: `librl.so` / `librl.a`, declared by `include/rl.h` (generated from this file
+//! by cbindgen with `bindings-c/cbindgen.toml`; run `bindings-c/regen-header.sh` after any change
+//! here, the test suite fails on a stale header).
+//!
+//! This layer converts types and errors only; every rule (validation, messages, semantics) lives
+//! in rl-core. Conventions, modelled on rustls-ffi:
+//!
+//! - Every exported function runs its body under [`std::panic::catch_unwind`]: a panic becomes
+//!   `RL_PANIC` and never unwinds into C.
+//! - Handles are opaque (`rl_limiter`, `rl_error`), created and freed only by this library.
+//! - Fallible calls return an `rl_status` and, when the caller passes a non-NULL `rl_error **`,
+//!   a heap error with the same code and a human message from the core's `Display`.
+//! - Enums travel out of the library as C enums, but come back in as plain integers
+//!   (`rl_mode_name(int)`), so an out-of-range value from C is never undefined behaviour here.
+
+#![allow(non_camel_case_types)]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+use std::ffi::{c_char, c_int, CStr, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::Duration;
+
+use rl_core::blocking::Limiter;
+use rl_core::{Decision, Error, ErrorKind, Mode, Options, MAX_KEY_BYTES};
+
+/// Major version of the rl C API this header describes.
+pub const RL_VERSION_MAJOR: u32 = 0;
+/// Minor version of the rl C API this header describes.
+pub const RL_VERSION_MINOR: u32 = 1;
+/// Patch version of the rl C API this header describes.
+pub const RL_VERSION_PATCH: u32 = 0;
+// RL_VERSION (the string) and RL_VERSION_NUMBER are composed from these three in the header
+// (cbindgen.toml `after_includes`): cbindgen 0.29 emits no string constants.
+
+/// The outcome of a fallible call. `RL_OK` is 0; every other value is an error. New codes may be
+/// added in later versions: treat unknown non-zero values as errors (`rl_status_name` names them
+/// "unknown").
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum rl_status {
+    /// Success.
+    RL_OK = 0,
+    /// The caller passed a value the limiter cannot honour (NULL pointer, empty or oversized key,
+    /// limit/window/cost out of range, bad URL or option). Nothing was sent to the backend.
+    RL_INVALID_ARGUMENT = 1,
+    /// The backend could not be reached in time (refused, timed out, dropped). Retrying later may
+    /// succeed.
+    RL_BACKEND_UNAVAILABLE = 2,
+    /// The backend answered with an error (wrong type at the key, script error, auth, OOM ...).
+    RL_BACKEND_ERROR = 3,
+    /// A client-supplied time was too far from Redis time. (The C API has no client clock yet;
+    /// the code is reserved so the mapping from the core stays total.)
+    RL_CLOCK_SKEW = 4,
+    /// An internal error: a panic inside the library was caught at the boundary, or the core
+    /// returned something this build of the binding does not know. Please report it.
+    RL_PANIC = 5,
+}
+
+/// Which path made a decision. New modes may be added in later versions: handle unknown values
+/// (`rl_mode_name` names every mode the library knows).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum rl_mode {
+    /// Redis decided, exactly, with one script call.
+    RL_MODE_NORMAL = 0,
+    /// The in-process memory backend decided (single-process use), exactly.
+    RL_MODE_MEMORY = 1,
+    /// The local fallback limiter decided while Redis was unhealthy.
+    RL_MODE_LOCAL = 2,
+    /// A permit leased from Redis in a batch was served locally.
+    RL_MODE_LEASE = 3,
+}
+
+/// The answer to one `rl_acquire` or `rl_peek`: every field of the core's Decision. All times are
+/// milliseconds on the deciding clock (Redis `TIME` for Redis, the system clock for memory).
+/// The caller owns it (usually on the stack); the library only writes it.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct rl_decision {
+    /// Whether the permits were granted (for `rl_peek`: whether one permit would be).
+    pub allowed: bool,
+    /// Permits left in the window after this call: `limit - used`.
+    pub remaining: u64,
+    /// Permits counted in the window after this call (denied requests are not counted).
+    pub used: u64,
+    /// 0 if allowed; otherwise the wait after which the same request fits, if nothing else is
+    /// admitted meanwhile.
+    pub retry_after_ms: u64,
+    /// When the window is empty again if nothing else is admitted; 0 if it is empty now.
+    pub reset_after_ms: u64,
+    /// Which path decided.
+    pub mode: rl_mode,
+    /// The time of the decision (Unix ms): Redis server time for Redis.
+    pub now_ms: u64,
+}
+
+/// How a limiter behaves. Initialise with `rl_options_default()` (or zero it and set
+/// `struct_size = sizeof(rl_options)`), then change the fields you care about: a zero or NULL
+/// field means "the default". The caller owns the struct and every string it points to; the
+/// library copies what it needs during `rl_limiter_open` and keeps no pointer.
+///
+/// ABI evolution: later versions only append fields. `struct_size` tells the library which
+/// version of the struct the caller was compiled against, so an old program keeps working with a
+/// newer library.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct rl_options {
+    /// Must be `sizeof(rl_options)` as seen by the caller; `rl_options_default()` sets it.
+    pub struct_size: usize,
+    /// NUL-terminated UTF-8 prepended to every Redis key (no braces). NULL: `"rl:"`. `""`: no prefix.
+    pub key_prefix: *const c_char,
+    /// Longest wait to establish a connection, in ms (1..=60000). 0: 500 ms.
+    pub connect_timeout_ms: u64,
+    /// Longest a caller waits for one decision, connecting included, in ms (1..=60000). 0: 500 ms.
+    pub request_timeout_ms: u64,
+}
+
+/// A limiter: an exact sliding-window rate limiter over Redis or process memory. Opaque; made by
+/// `rl_limiter_open`, freed by `rl_limiter_free`. Thread-safe: one handle may be used by any
+/// number of threads at once.
+pub struct rl_limiter {
+    inner: Limiter,
+}
+
+/// An error's details: a status code and a message. Opaque; made by the library when the caller
+/// asks for it through an `rl_error **` out-parameter, owned by the caller from then on and freed
+/// with `rl_error_free`. Immutable, so it may be read from several threads.
+pub struct rl_error {
+    status: rl_status,
+    message: CString,
+}
+
+/// What went wrong inside one call, before it becomes a status and a message.
+enum Failure {
+    Core(Error),
+    Internal(String),
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Self {
+        Failure::Core(e)
+    }
+}
+
+impl Failure {
+    fn status(&self) -> rl_status {
+        match self {
+            Failure::Core(e) => match e.kind() {
+                ErrorKind::InvalidArgument => rl_status::RL_INVALID_ARGUMENT,
+                ErrorKind::BackendUnavailable => rl_status::RL_BACKEND_UNAVAILABLE,
+                ErrorKind::Backend => rl_status::RL_BACKEND_ERROR,
+                ErrorKind::ClockSkew => rl_status::RL_CLOCK_SKEW,
+            },
+            Failure::Internal(_) => rl_status::RL_PANIC,
+        }
+    }
+
+    fn message(&self) -> String {
+        match self {
+            Failure::Core(e) => e.to_string(),
+            Failure::Internal(m) => m.clone(),
+        }
+    }
+}
+
+/// The core's own error for a bad argument, so messages read the same as from every binding.
+fn invalid(name: &'static str, message: impl Into<String>) -> Failure {
+    Failure::Core(Error::InvalidArgument {
+        name,
+        message: message.into(),
+    })
+}
+
+fn non_null<T>(p: *const T, name: &'static str) -> Result<(), Failure> {
+    if p.is_null() {
+        Err(invalid(name, "must not be NULL"))
+    } else {
+        Ok(())
+    }
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        s
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s
+    } else {
+        "non-string panic payload"
+    }
+}
+
+/// The boundary every fallible export goes through: runs `body` under `catch_unwind`, stores the
+/// error for the caller if asked, returns the status. The success path is kept to a few
+/// instructions; everything about failures lives in the cold `fail`.
+#[inline(always)]
+fn boundary(
+    function: &'static str,
+    err: *mut *mut rl_error,
+    body: impl FnOnce() -> Result<(), Failure>,
+) -> rl_status {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => {
+            if !err.is_null() {
+                // SAFETY: the caller promises a non-NULL `err` points to a writable `rl_error *`.
+                unsafe { *err = std::ptr::null_mut() };
+            }
+            rl_status::RL_OK
+        }
+        Ok(Err(f)) => fail(err, f),
+        Err(payload) => fail(
+            err,
+            Failure::Internal(format!(
+                "internal error: panic in {function}: {} (please report this)",
+                panic_message(&*payload)
+            )),
+        ),
+    }
+}
+
+/// Turns a failure into its status and, if the caller asked, an `rl_error`.
+#[cold]
+#[inline(never)]
+fn fail(err: *mut *mut rl_error, failure: Failure) -> rl_status {
+    let status = failure.status();
+    if !err.is_null() {
+        // Building the error allocates; keep even that from unwinding into C.
+        let made = catch_unwind(AssertUnwindSafe(|| {
+            let message = CString::new(failure.message().replace('\0', "\\0")).unwrap_or_default();
+            Box::into_raw(Box::new(rl_error { status, message }))
+        }))
+        .unwrap_or(std::ptr::null_mut());
+        // SAFETY: the caller promises a non-NULL `err` points to a writable `rl_error *`.
+        unsafe { *err = made };
+    }
+    status
+}
+
+/// # Safety
+/// `p` is NULL or a NUL-terminated string that stays valid for `'a`.
+unsafe fn opt_str<'a>(p: *const c_char, name: &'static str) -> Result<Option<&'a str>, Failure> {
+    if p.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: forwarded from the caller.
+    let bytes = unsafe { CStr::from_ptr(p) };
+    match bytes.to_str() {
+        Ok(s) => Ok(Some(s)),
+        Err(e) => Err(invalid(
+            name,
+            format!(
+                "is not valid UTF-8 (invalid byte at offset {})",
+                e.valid_up_to()
+            ),
+        )),
+    }
+}
+
+/// # Safety
+/// `key` is NULL or points to `len` readable bytes.
+unsafe fn key_bytes<'a>(key: *const u8, len: usize) -> Result<&'a [u8], Failure> {
+    non_null(key, "key")?;
+    if len > MAX_KEY_BYTES {
+        // Checked here, before a slice exists, so a length the caller got wrong is never read
+        // (and a length past isize::MAX never becomes a slice). Same words as the core's check;
+        // a unit test keeps them identical.
+        return Err(invalid(
+            "key",
+            format!("is {len} bytes; at most {MAX_KEY_BYTES} are allowed"),
+        ));
+    }
+    // SAFETY: non-NULL, and the caller promises `len` readable bytes.
+    Ok(unsafe { std::slice::from_raw_parts(key, len) })
+}
+
+/// # Safety
+/// `p` is NULL or points to a live `rl_limiter`.
+unsafe fn limiter_ref<'a>(p: *const rl_limiter) -> Result<&'a Limiter, Failure> {
+    non_null(p, "limiter")?;
+    // SAFETY: non-NULL; the caller promises it came from rl_limiter_open and was not freed.
+    Ok(unsafe { &(*p).inner })
+}
+
+/// # Safety
+/// `p` is NULL or points to an `rl_options` of at least `struct_size` bytes.
+unsafe fn read_options(p: *const rl_options) -> Result<Options, Failure> {
+    let mut o = Options::default();
+    if p.is_null() {
+        return Ok(o);
+    }
+    // SAFETY: every version of the struct starts with `struct_size`.
+    let size = unsafe { std::ptr::addr_of!((*p).struct_size).read() };
+    // Version 1 is the whole current struct. A later version appends fields and reads each one
+    // only when `size` covers it, so callers compiled against this header keep working.
+    const V1: usize = std::mem::size_of::<rl_options>();
+    if size == 0 {
+        return Err(invalid(
+            "options",
+            "struct_size is 0; initialise the struct with rl_options_default() or set struct_size = sizeof(rl_options)",
+        ));
+    }
+    if size < V1 {
+        return Err(invalid(
+            "options",
+            format!("struct_size is {size}; the smallest known rl_options is {V1} bytes"),
+        ));
+    }
+    if size > V1 {
+        return Err(invalid(
+            "options",
+            format!("struct_size is {size}, larger than this library's rl_options ({V1} bytes): the program was built against a newer rl.h than the librl it runs with"),
+        ));
+    }
+    // SAFETY: the caller's struct is (at least) V1 bytes.
+    let c = unsafe { p.read() };
+    // SAFETY: the caller promises key_prefix is NULL or a valid C string for this call.
+    if let Some(prefix) = unsafe { opt_str(c.key_prefix, "key_prefix") }? {
+        o.key_prefix = prefix.to_owned();
+    }
+    if c.connect_timeout_ms != 0 {
+        o.connect_timeout = Duration::from_millis(c.connect_timeout_ms);
+    }
+    if c.request_timeout_ms != 0 {
+        o.request_timeout = Duration::from_millis(c.request_timeout_ms);
+    }
+    Ok(o)
+}
+
+fn to_c_mode(mode: Mode) -> Result<rl_mode, Failure> {
+    Ok(match mode {
+        Mode::Normal => rl_mode::RL_MODE_NORMAL,
+        Mode::Memory => rl_mode::RL_MODE_MEMORY,
+        Mode::Local => rl_mode::RL_MODE_LOCAL,
+        Mode::Lease => rl_mode::RL_MODE_LEASE,
+        // Mode is #[non_exhaustive]: a mode added to the core needs a value here. Never invent one.
+        other => {
+            return Err(Failure::Internal(format!(
+                "internal error: rl-core decided in mode {other:?}, which this build of the C binding cannot represent (please report this)"
+            )))
+        }
+    })
+}
+
+fn to_c_decision(d: Decision) -> Result<rl_decision, Failure> {
+    Ok(rl_decision {
+        allowed: d.allowed,
+        remaining: d.remaining,
+        used: d.used,
+        retry_after_ms: d.retry_after_ms,
+        reset_after_ms: d.reset_after_ms,
+        mode: to_c_mode(d.mode)?,
+        now_ms: d.now_ms,
+    })
+}
+
+/// Returns an `rl_options` with `struct_size` set and every other field zero/NULL, i.e. all
+/// defaults: key prefix `"rl:"`, connect and request timeouts 500 ms.
+///
+/// Never fails. Thread-safe.
+#[no_mangle]
+pub extern "C" fn rl_options_default() -> rl_options {
+    rl_options {
+        struct_size: std::mem::size_of::<rl_options>(),
+        key_prefix: std::ptr::null(),
+        connect_timeout_ms: 0,
+        request_timeout_ms: 0,
+    }
+}
+
+/// Opens a limiter and stores it in `*out`.
+///
+/// - `url`: NUL-terminated UTF-8 `redis://[user:password@]host:port[/db]`, `rediss://` (TLS),
+///   `redis+unix://` / `unix://`, or `memory://`. NULL: the in-process memory backend (exact
+///   within this process, shared with nothing else).
+/// - `options`: NULL for all defaults, else a struct from `rl_options_default()`; read during the
+///   call only.
+/// - `out`: must not be NULL. On success `*out` is a new handle the caller owns and must release
+///   with `rl_limiter_free`; on failure `*out` is set to NULL.
+/// - `err`: NULL, or where to store an `rl_error *` on failure (set to NULL on success). The caller
+///   frees it with `rl_error_free`. A previous value in `*err` is overwritten, not freed.
+///
+/// Does no network I/O: Redis is connected on first use (call `rl_ping` to fail fast at startup),
+/// so opening never blocks and a limiter survives Redis restarts.
+///
+/// Returns `RL_OK`, or `RL_INVALID_ARGUMENT` for a NULL `out`, a non-UTF-8 or unsupported `url`,
+/// or a bad option (the message names it). Thread-safe.
+///
+/// # Safety
+/// `url` and `options->key_prefix` are NULL or NUL-terminated; `options` is NULL or points to an
+/// `rl_options` of `options->struct_size` bytes; `out` and `err` are NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn rl_limiter_open(
+    url: *const c_char,
+    options: *const rl_options,
+    out: *mut *mut rl_limiter,
+    err: *mut *mut rl_error,
+) -> rl_status {
+    boundary("rl_limiter_open", err, || {
+        non_null(out, "out")?;
+        // SAFETY: `out` is non-NULL and the caller promises it is writable.
+        unsafe { *out = std::ptr::null_mut() };
+        // SAFETY: forwarded from the caller's promises above.
+        let url = unsafe { opt_str(url, "url") }?;
+        // SAFETY: as above.
+        let options = unsafe { read_options(options) }?;
+        let inner = Limiter::open(url, options)?;
+        // SAFETY: as above.
+        unsafe { *out = Box::into_raw(Box::new(rl_limiter { inner })) };
+        Ok(())
+    })
+}
+
+/// Releases a limiter made by `rl_limiter_open`: its connection and memory.
+///
+/// NULL is accepted and does nothing. Freeing a handle twice, or using it after this call, is
+/// undefined behaviour. Must not run while another thread is still using the same handle; other
+/// handles are unaffected. Never fails.
+///
+/// # Safety
+/// `limiter` is NULL or a live handle from `rl_limiter_open` that no other thread is using.
+#[no_mangle]
+pub unsafe extern "C" fn rl_limiter_free(limiter: *mut rl_limiter) {
+    if limiter.is_null() {
+        return;
+    }
+    // SAFETY: the caller promises a live handle from Box::into_raw in rl_limiter_open.
+    let owned = unsafe { Box::from_raw(limiter) };
+    // A panic while dropping cannot be reported (no return value); it must not cross into C.
+    let _ = catch_unwind(AssertUnwindSafe(move || drop(owned)));
+}
+
+/// Takes `cost` permits from `key`'s window if they fit: at most `limit` permits in any span of
+/// `window_ms` milliseconds. A denied request takes nothing. The decision is written to `*out`.
+///
+/// - `limiter`: a live handle; must not be NULL.
+/// - `key`, `key_len`: the key as bytes (any bytes, NUL included; not NUL-terminated), 1 to 65536
+///   bytes; `key` must not be NULL. Copied during the call; the caller keeps ownership.
+/// - `limit`: 1 to 10^15. `window_ms`: 1 to 2592000000 (30 days). `cost`: 1 to `limit`.
+///   A negative value cast to `uint64_t` is out of range and rejected, never wrapped.
+/// - `out`: must not be NULL; written only on `RL_OK`.
+/// - `err`: as for `rl_limiter_open`.
+///
+/// Blocks the calling thread until the backend answers, at most the request timeout.
+/// Returns `RL_OK` (whether allowed or denied: see `out->allowed`), `RL_INVALID_ARGUMENT` (nothing
+/// sent to the backend), `RL_BACKEND_UNAVAILABLE`, `RL_BACKEND_ERROR`, or `RL_PANIC`.
+/// Thread-safe: any number of threads may call it on one handle at once.
+///
+/// # Safety
+/// `limiter` is NULL or live; `key` is NULL or points to `key_len` readable bytes; `out` and `err`
+/// are NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn rl_acquire(
+    limiter: *const rl_limiter,
+    key: *const u8,
+    key_len: usize,
+    limit: u64,
+    window_ms: u64,
+    cost: u64,
+    out: *mut rl_decision,
+    err: *mut *mut rl_error,
+) -> rl_status {
+    boundary("rl_acquire", err, || {
+        // SAFETY: forwarded from the caller's promises above.
+        let l = unsafe { limiter_ref(limiter) }?;
+        // SAFETY: as above.
+        let key = unsafe { key_bytes(key, key_len) }?;
+        non_null(out, "out")?;
+        let d = to_c_decision(l.acquire(key, limit, window_ms, cost)?)?;
+        // SAFETY: non-NULL and writable by the caller's promise.
+        unsafe { out.write(d) };
+        Ok(())
+    })
+}
+
+/// Reports `key`'s window without taking anything: `out->allowed` tells whether one permit would
+/// be granted now; `used`, `remaining`, `reset_after_ms` and `retry_after_ms` describe the window.
+///
+/// Arguments, ownership, NULL handling, errors and thread safety as for `rl_acquire` (no `cost`).
+///
+/// # Safety
+/// As for `rl_acquire`.
+#[no_mangle]
+pub unsafe extern "C" fn rl_peek(
+    limiter: *const rl_limiter,
+    key: *const u8,
+    key_len: usize,
+    limit: u64,
+    window_ms: u64,
+    out: *mut rl_decision,
+    err: *mut *mut rl_error,
+) -> rl_status {
+    boundary("rl_peek", err, || {
+        // SAFETY: forwarded from the caller's promises above.
+        let l = unsafe { limiter_ref(limiter) }?;
+        // SAFETY: as above.
+        let key = unsafe { key_bytes(key, key_len) }?;
+        non_null(out, "out")?;
+        let d = to_c_decision(l.peek(key, limit, window_ms)?)?;
+        // SAFETY: non-NULL and writable by the caller's promise.
+        unsafe { out.write(d) };
+        Ok(())
+    })
+}
+
+/// Forgets everything admitted on `key` (on Redis: deletes its window), so the next acquire starts
+/// from an empty window.
+///
+/// `limiter` and `key` must not be NULL; `key`/`key_len` as for `rl_acquire`; `err` as for
+/// `rl_limiter_open`. Blocks at most the request timeout. Returns `RL_OK`, `RL_INVALID_ARGUMENT`,
+/// `RL_BACKEND_UNAVAILABLE`, `RL_BACKEND_ERROR` or `RL_PANIC`. Thread-safe.
+///
+/// # Safety
+/// `limiter` is NULL or live; `key` is NULL or points to `key_len` readable bytes; `err` is NULL
+/// or writable.
+#[no_mangle]
+pub unsafe extern "C" fn rl_reset(
+    limiter: *const rl_limiter,
+    key: *const u8,
+    key_len: usize,
+    err: *mut *mut rl_error,
+) -> rl_status {
+    boundary("rl_reset", err, || {
+        // SAFETY: forwarded from the caller's promises above.
+        let l = unsafe { limiter_ref(limiter) }?;
+        // SAFETY: as above.
+        let key = unsafe { key_bytes(key, key_len) }?;
+        l.reset(key)?;
+        Ok(())
+    })
+}
+
+/// Checks that the backend answers (connecting if needed): for readiness probes and fail-fast
+/// startup. Always `RL_OK` for the memory backend.
+///
+/// `limiter` must not be NULL; `err` as for `rl_limiter_open`. Blocks at most the request
+/// timeout. Returns `RL_OK`, `RL_INVALID_ARGUMENT` (NULL limiter), `RL_BACKEND_UNAVAILABLE`,
+/// `RL_BACKEND_ERROR` or `RL_PANIC`. Thread-safe.
+///
+/// # Safety
+/// `limiter` is NULL or live; `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn rl_ping(limiter: *const rl_limiter, err: *mut *mut rl_error) -> rl_status {
+    boundary("rl_ping", err, || {
+        // SAFETY: forwarded from the caller's promise above.
+        let l = unsafe { limiter_ref(limiter) }?;
+        l.ping()?;
+        Ok(())
+    })
+}
+
+/// The status code stored in `err`; `RL_OK` for NULL. Thread-safe.
+///
+/// # Safety
+/// `err` is NULL or a live error from this library.
+#[no_mangle]
+pub unsafe extern "C" fn rl_error_code(err: *const rl_error) -> rl_status {
+    if err.is_null() {
+        return rl_status::RL_OK;
+    }
+    // SAFETY: the caller promises a live error.
+    unsafe { (*err).status }
+}
+
+/// The error's message: NUL-terminated UTF-8 naming what went wrong and the offending value. By
+/// status:
+/// - `RL_INVALID_ARGUMENT`: "invalid argument `PARAM`: WHAT", e.g.
+///   "invalid argument `window_ms`: is 0; must be between 1 and 2592000000 (30 days)",
+///   "invalid argument `key`: must not be NULL", "invalid argument `url`: is not valid UTF-8 ...";
+/// - `RL_BACKEND_UNAVAILABLE`: "backend unavailable: ..."; `RL_BACKEND_ERROR`: "backend error: ...";
+/// - `RL_CLOCK_SKEW`: "clock skew: ..."; `RL_PANIC`: "internal error: ...".
+///
+/// Owned by `err` and valid until `rl_error_free(err)`. For NULL, returns "" (a static string).
+/// Thread-safe.
+///
+/// # Safety
+/// `err` is NULL or a live error from this library.
+#[no_mangle]
+pub unsafe extern "C" fn rl_error_message(err: *const rl_error) -> *const c_char {
+    if err.is_null() {
+        return c"".as_ptr();
+    }
+    // SAFETY: the caller promises a live error.
+    unsafe { (*err).message.as_ptr() }
+}
+
+/// Frees an error from an `rl_error **` out-parameter. NULL is accepted and does nothing; freeing
+/// twice is undefined behaviour. Never fails.
+///
+/// # Safety
+/// `err` is NULL or a live error from this library, not used after this call.
+#[no_mangle]
+pub unsafe extern "C" fn rl_error_free(err: *mut rl_error) {
+    if err.is_null() {
+        return;
+    }
+    // SAFETY: the caller promises it came from Box::into_raw in `boundary` and is freed once.
+    let owned = unsafe { Box::from_raw(err) };
+    let _ = catch_unwind(AssertUnwindSafe(move || drop(owned)));
+}
+
+/// The lowercase name of a mode ("normal", "memory", "local", "lease"), the same names every rl
+/// binding uses; "unknown" for a value this library does not know. Takes an `int` so any value is
+/// safe to pass. Returns a static string: never NULL, never freed. Thread-safe.
+#[no_mangle]
+pub extern "C" fn rl_mode_name(mode: c_int) -> *const c_char {
+    mode_name(mode).as_ptr()
+}
+
+fn mode_name(mode: c_int) -> &'static CStr {
+    match mode {
+        m if m == rl_mode::RL_MODE_NORMAL as c_int => c"normal",
+        m if m == rl_mode::RL_MODE_MEMORY as c_int => c"memory",
+        m if m == rl_mode::RL_MODE_LOCAL as c_int => c"local",
+        m if m == rl_mode::RL_MODE_LEASE as c_int => c"lease",
+        _ => c"unknown",
+    }
+}
+
+/// The name of a status: "ok", "invalid_argument", "backend_unavailable", "backend_error",
+/// "clock_skew", "panic"; "unknown" for any other value. Returns a static string: never NULL,
+/// never freed. Thread-safe.
+#[no_mangle]
+pub extern "C" fn rl_status_name(status: c_int) -> *const c_char {
+    status_name(status).as_ptr()
+}
+
+fn status_name(status: c_int) -> &'static CStr {
+    use rl_status::*;
+    match status {
+        s if s == RL_OK as c_int => c"ok",
+        s if s == RL_INVALID_ARGUMENT as c_int => c"invalid_argument",
+        s if s == RL_BACKEND_UNAVAILABLE as c_int => c"backend_unavailable",
+        s if s == RL_BACKEND_ERROR as c_int => c"backend_error",
+        s if s == RL_CLOCK_SKEW as c_int => c"clock_skew",
+        s if s == RL_PANIC as c_int => c"panic",
+        _ => c"unknown",
+    }
+}
+
+/// The library's version, e.g. "0.1.0": a static string, never NULL, never freed. Compare with
+/// the header's `RL_VERSION` to catch a program running against a different librl than it was built with.
+/// Thread-safe.
+#[no_mangle]
+pub extern "C" fn rl_version() -> *const c_char {
+    concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ptr::{null, null_mut};
+
+    fn message(e: *mut rl_error) -> String {
+        let s = unsafe { CStr::from_ptr(rl_error_message(e)) }
+            .to_string_lossy()
+            .into_owned();
+        unsafe { rl_error_free(e) };
+        s
+    }
+
+    #[test]
+    fn version_constants_match_the_package() {
+        let want = format!("{RL_VERSION_MAJOR}.{RL_VERSION_MINOR}.{RL_VERSION_PATCH}");
+        assert_eq!(want, env!("CARGO_PKG_VERSION"));
+        assert_eq!(
+            unsafe { CStr::from_ptr(rl_version()) }.to_str().unwrap(),
+            want
+        );
+    }
+
+    #[test]
+    fn names_match_the_core() {
+        for (m, core) in [
+            (rl_mode::RL_MODE_NORMAL, Mode::Normal),
+            (rl_mode::RL_MODE_MEMORY, Mode::Memory),
+            (rl_mode::RL_MODE_LOCAL, Mode::Local),
+            (rl_mode::RL_MODE_LEASE, Mode::Lease),
+        ] {
+            assert_eq!(to_c_mode(core).ok(), Some(m));
+            assert_eq!(mode_name(m as c_int).to_str().unwrap(), core.as_str());
+        }
+        assert_eq!(mode_name(-1).to_str().unwrap(), "unknown");
+        for (s, kind) in [
+            (rl_status::RL_INVALID_ARGUMENT, ErrorKind::InvalidArgument),
+            (
+                rl_status::RL_BACKEND_UNAVAILABLE,
+                ErrorKind::BackendUnavailable,
+            ),
+            (rl_status::RL_BACKEND_ERROR, ErrorKind::Backend),
+            (rl_status::RL_CLOCK_SKEW, ErrorKind::ClockSkew),
+        ] {
+            assert_eq!(status_name(s as c_int).to_str().unwrap(), kind.as_str());
+        }
+    }
+
+    #[test]
+    fn oversized_key_message_is_the_cores() {
+        // The binding rejects an oversized key before making a slice; the words must be the core's.
+        let key = vec![b'k'; MAX_KEY_BYTES + 1];
+        let core = Limiter::open(None, Options::default())
+            .unwrap()
+            .acquire(&key, 1, 1, 1)
+            .unwrap_err();
+        let mut lim = null_mut();
+        assert_eq!(
+            unsafe { rl_limiter_open(null(), null(), &mut lim, null_mut()) },
+            rl_status::RL_OK
+        );
+        let mut d = std::mem::MaybeUninit::<rl_decision>::uninit();
+        let mut e = null_mut();
+        let st = unsafe {
+            rl_acquire(
+                lim,
+                key.as_ptr(),
+                key.len(),
+                1,
+                1,
+                1,
+                d.as_mut_ptr(),
+                &mut e,
+            )
+        };
+        assert_eq!(st, rl_status::RL_INVALID_ARGUMENT);
+        assert_eq!(message(e), core.to_string());
+        unsafe { rl_limiter_free(lim) };
+    }
+
+    #[test]
+    fn a_panic_becomes_rl_panic_with_a_message() {
+        let mut e = null_mut();
+        let st = boundary("rl_test", &mut e, || panic!("boom"));
+        assert_eq!(st, rl_status::RL_PANIC);
+        assert_eq!(unsafe { rl_error_code(e) }, rl_status::RL_PANIC);
+        let m = message(e);
+        assert!(m.contains("panic in rl_test: boom"), "{m}");
+        // Without an error out-param the status alone comes back.
+        assert_eq!(
+            boundary("rl_test", null_mut(), || panic!("boom")),
+            rl_status::RL_PANIC
+        );
+    }
+
+    #[test]
+    fn nul_bytes_in_messages_are_escaped() {
+        let mut e = null_mut();
+        let st = boundary("rl_test", &mut e, || Err(invalid("key", "has \0 inside")));
+        assert_eq!(st, rl_status::RL_INVALID_ARGUMENT);
+        assert_eq!(message(e), "invalid argument `key`: has \\0 inside");
+    }
+}
