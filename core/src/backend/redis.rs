@@ -49,9 +49,11 @@ impl RedisBackend {
             let _ = rustls::crypto::ring::default_provider().install_default();
         }
         let client = redis::Client::open(url).map_err(|e| Error::invalid("url", format!("{}: {e}", redact(url))))?;
+        // No response timeout inside redis-rs: every call is already bounded as a whole by
+        // `bounded`, and a second timer per request costs throughput for nothing.
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(options.connect_timeout))
-            .set_response_timeout(Some(options.request_timeout))
+            .set_response_timeout(None)
             .set_number_of_retries(1)
             .set_max_delay(Duration::from_millis(100));
         Ok(RedisBackend {
