@@ -1,0 +1,17 @@
+// ESM entry point: the same objects as the CommonJS one (one native addon instance per thread).
+import { createRequire } from 'node:module'
+
+const require = createRequire(import.meta.url)
+const rl = require('./limiter.js')
+
+export const {
+  Limiter,
+  LimiterError,
+  BackendUnavailableError,
+  BackendError,
+  ClockSkewError,
+  LimiterClosedError,
+  InvalidArgumentError,
+  InvalidArgumentTypeError,
+} = rl
+export default rl

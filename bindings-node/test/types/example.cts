@@ -1,0 +1,17 @@
+// Type-checked by test.sh (tsc --noEmit), never run: CommonJS flavour.
+import { Limiter, LimiterError, type AcquireOptions } from 'rl-limiter'
+import rl = require('rl-limiter')
+
+const policy: AcquireOptions = { limit: 100, windowMs: 60_000, cost: 2 }
+const limiter = new rl.Limiter()
+
+export async function check(key: string): Promise<boolean> {
+  try {
+    return (await limiter.acquire(key, policy)).allowed
+  } catch (err) {
+    if (err instanceof LimiterError) console.error(err.code)
+    return false
+  }
+}
+
+export const other: Limiter = new Limiter('memory://')

@@ -1,0 +1,37 @@
+// Type-checked by test.sh (tsc --noEmit), never run: the README's TypeScript example, ESM flavour.
+import rl, { BackendUnavailableError, InvalidArgumentError, Limiter, type Decision } from 'rl-limiter'
+
+const limiter = new Limiter(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', { requestTimeoutMs: 200 })
+
+export async function handle(userId: string): Promise<number> {
+  try {
+    const d: Decision = await limiter.acquire(`api:orders:${userId}`, { limit: 5000, windowMs: 1000 })
+    return d.allowed ? 200 : 429
+  } catch (err) {
+    if (err instanceof BackendUnavailableError) return 503 // or fail open: your policy
+    if (err instanceof InvalidArgumentError) throw err // a bug in the caller
+    throw err
+  }
+}
+
+export async function misc(): Promise<void> {
+  const d = await limiter.peek(Buffer.from('raw-key'), { limit: 10, windowMs: 60_000 })
+  const n: number = d.remaining + d.used + d.retryAfterMs + d.resetAfterMs + d.nowMs
+  const mode: string = d.mode
+  void n, mode
+  await limiter.reset(new Uint8Array([1, 2, 3]))
+  await limiter.ping()
+  const alsoLimiter: typeof Limiter = rl.Limiter
+  void alsoLimiter
+  // @ts-expect-error limit must be a number
+  await limiter.acquire('k', { limit: '5', windowMs: 1000 })
+  // @ts-expect-error windowMs is required
+  await limiter.acquire('k', { limit: 5 })
+  // @ts-expect-error peek takes no cost
+  await limiter.peek('k', { limit: 5, windowMs: 1000, cost: 2 })
+  // @ts-expect-error keys are strings or bytes
+  await limiter.acquire(42, { limit: 5, windowMs: 1000 })
+  // @ts-expect-error unknown option
+  new Limiter(undefined, { timeout: 5 })
+  await limiter.close()
+}
