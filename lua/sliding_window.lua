@@ -125,9 +125,11 @@ local function walk(key, edge, sum, limit, cost, open_t, open_c, has_closed)
   end
 end
 
--- Decides one request of `cost` permits at `now`; writes only when `consume` and it is allowed.
--- Returns allowed (0|1), used, retry_after_ms, reset_after_ms, now.
-local function decide(key, now, window, limit, cost, consume, ttl)
+-- Decides `n` identical requests of `cost` permits at `now`, in order, and appends each one's
+-- {allowed (0|1), used, retry_after_ms, reset_after_ms, now} to `out`. Deciding a run of equal
+-- requests at once is what makes a coalesced batch cheap: one read and one write for all of them.
+-- Writes only when `consume` and something is admitted. Returns an error reply, or nil.
+local function decide(out, key, now, window, limit, cost, consume, ttl, n)
   local head = call('LINDEX', key, '0')
   local sum_s, open_s, openc_s, oldest_s, deadline_s
   local open_t
@@ -142,19 +144,34 @@ local function decide(key, now, window, limit, cost, consume, ttl)
     end
   end
   local edge = now - window
+  local o = #out
 
   if open_t == nil or open_t <= edge then
     -- Nothing inside the window.
     if not consume then
-      return 1, 0, 0, 0, now
+      for i = 1, n do
+        out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = 1, 0, 0, 0, now
+        o = o + 5
+      end
+      return nil
     end
     if head then
       call('DEL', key)
     end
-    local c, n = format('%d', cost), format('%d', now)
-    call('RPUSH', key, c .. ':' .. n .. ':' .. c .. ':0:' .. format('%d', now + 2 * ttl))
+    local k = math.min(n, math.floor(limit / cost))
+    local c, t = format('%d', k * cost), format('%d', now)
+    call('RPUSH', key, c .. ':' .. t .. ':' .. c .. ':0:' .. format('%d', now + 2 * ttl))
     call('PEXPIRE', key, format('%d', 2 * ttl))
-    return 1, cost, 0, window, now
+    for i = 1, n do
+      if i <= k then
+        out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = 1, i * cost, 0, window, now
+      else
+        -- Only the bucket just made holds permits: the request fits once it leaves.
+        out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = 0, k * cost, window, window, now
+      end
+      o = o + 5
+    end
+    return nil
   end
 
   local sum, open_c, oldest = tonumber(sum_s), tonumber(openc_s), tonumber(oldest_s)
@@ -163,36 +180,61 @@ local function decide(key, now, window, limit, cost, consume, ttl)
     expired, freed, fits_at, oldest = walk(key, edge, sum, limit, cost, open_t, open_c, oldest ~= 0)
   end
   local used = sum - freed
-  if used + cost > limit then
-    return 0, used, fits_at + window - now, open_t + window - now, now
-  end
-  if not consume then
-    return 1, used, 0, open_t + window - now, now
-  end
-
-  if expired > 0 then
-    -- Drop closed buckets 1..expired; the last dropped slot becomes the header, rewritten below.
-    call('LTRIM', key, format('%d', expired), '-1')
-  end
-  if open_t == now then
-    open_c = open_c + cost
-  else
-    call('RPUSH', key, open_s .. ':' .. openc_s)
-    if oldest == 0 then
-      oldest = open_t
+  local k = 0
+  if used + cost <= limit then
+    k = n
+    if consume then
+      k = math.min(n, math.floor((limit - used) / cost))
     end
-    open_t, open_c = now, cost
   end
-  used = used + cost
-  -- The TTL must outlive the newest bucket under THIS call's window (a later call may bring a
-  -- longer window than the one that set it); set it for twice that, so it is renewed rarely.
-  local deadline = tonumber(deadline_s)
-  if deadline < now + ttl then
-    deadline = now + 2 * ttl
-    call('PEXPIRE', key, format('%d', 2 * ttl))
+  local reset_after = open_t + window - now
+  if consume and k > 0 then
+    if k < n then
+      -- The requests after the k admitted ones wait for the k admissions too: find when the
+      -- next one fits, on the window as it will be (read before it is rewritten below).
+      local _, _, at = walk(key, edge, sum + k * cost, limit, cost, open_t, open_c, oldest ~= 0 or expired > 0)
+      fits_at = at or now
+    end
+    if expired > 0 then
+      -- Drop closed buckets 1..expired; the last dropped slot becomes the header, rewritten below.
+      call('LTRIM', key, format('%d', expired), '-1')
+    end
+    if open_t == now then
+      open_c = open_c + k * cost
+    else
+      call('RPUSH', key, open_s .. ':' .. openc_s)
+      if oldest == 0 then
+        oldest = open_t
+      end
+      open_t, open_c = now, k * cost
+    end
+    -- The TTL must outlive the newest bucket under THIS call's window (a later call may bring a
+    -- longer window than the one that set it); set it for twice that, so it is renewed rarely.
+    local deadline = tonumber(deadline_s)
+    if deadline < now + ttl then
+      deadline = now + 2 * ttl
+      call('PEXPIRE', key, format('%d', 2 * ttl))
+    end
+    call('LSET', key, '0', format('%d:%d:%d:%d:%d', used + k * cost, open_t, open_c, oldest, deadline))
+    reset_after = window
   end
-  call('LSET', key, '0', format('%d:%d:%d:%d:%d', used, open_t, open_c, oldest, deadline))
-  return 1, used, 0, window, now
+  for i = 1, n do
+    if i <= k then
+      local u = used
+      if consume then
+        u = used + i * cost
+      end
+      out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = 1, u, 0, reset_after, now
+    else
+      local u = used
+      if consume then
+        u = used + k * cost
+      end
+      out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = 0, u, fits_at + window - now, reset_after, now
+    end
+    o = o + 5
+  end
+  return nil
 end
 
 if ARGV[1] == 'rl1' then
@@ -230,14 +272,18 @@ if ARGV[1] == 'rl1' then
     -- A bucket made on the client's clock may outlive the server-clock TTL by twice the skew.
     slack = slack + 2 * max_skew
   end
-  -- The requests are decided one after the other, in order, at one instant.
+  -- The requests are decided in order, at one instant; each run of identical requests at once.
   local out = {0}
-  for i = 1, n do
-    local allowed, used, retry_after, reset_after, at =
-      decide(key, now, windows[i], limits[i], costs[i], consume[i], windows[i] + slack)
-    if type(allowed) == 'table' then return allowed end -- an error reply
-    local o = #out
-    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = allowed, used, retry_after, reset_after, at
+  local i = 1
+  while i <= n do
+    local j = i
+    while j < n and consume[j + 1] == consume[i] and windows[j + 1] == windows[i]
+      and limits[j + 1] == limits[i] and costs[j + 1] == costs[i] do
+      j = j + 1
+    end
+    local err = decide(out, key, now, windows[i], limits[i], costs[i], consume[i], windows[i] + slack, j - i + 1)
+    if err then return err end
+    i = j + 1
   end
   return out
 end
@@ -253,6 +299,7 @@ if int_arg(ARGV[4], 0, MAX_PERMITS) == nil then return invalid end
 if int_arg(ARGV[5], 0, MAX_TIME_MS) == nil then return invalid end
 if #ARGV[6] == 0 or #ARGV[6] > 256 then return invalid end
 
-local allowed, used = decide(KEYS[1], server_ms(), window, max_req, 1, true, window + TTL_SLACK_MS)
-if type(allowed) == 'table' then return allowed end -- an error reply
-return {allowed, max_req - used, used, 'normal'}
+local out = {}
+local err = decide(out, KEYS[1], server_ms(), window, max_req, 1, true, window + TTL_SLACK_MS, 1)
+if err then return err end
+return {out[1], max_req - out[2], out[2], 'normal'}

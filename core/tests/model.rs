@@ -15,6 +15,9 @@ enum Op {
     Peek { key: u8, limit: u64, window: u64 },
     Reset { key: u8 },
     Advance(u64),
+    /// `n` identical acquires at once: on Redis they run concurrently and are coalesced into
+    /// batches; their decisions, as a multiset, must equal `n` sequential ones in memory.
+    Burst { key: u8, limit: u64, window: u64, cost: u64, n: usize },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -26,6 +29,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (0u8..3, limit, window).prop_map(|(key, limit, window)| Op::Peek { key, limit, window }),
         1 => (0u8..3).prop_map(|key| Op::Reset { key }),
         4 => prop_oneof![Just(0u64), 0u64..3, 0u64..400, 0u64..4000].prop_map(Op::Advance),
+        1 => (0u8..3, 1u64..12, 1u64..3000, 1u64..12, 2usize..40).prop_map(|(key, limit, window, c, n)| Op::Burst { key, limit, window, cost: 1 + c % limit, n }),
     ]
 }
 
@@ -48,6 +52,22 @@ fn run_case(url: &str, case: u64, ops: &[Op]) -> Result<(), TestCaseError> {
             }
             Op::Advance(ms) => {
                 clock.advance(ms);
+                continue;
+            }
+            Op::Burst { key, limit, window, cost, n } => {
+                let rt = rl_core::runtime::handle().unwrap();
+                let joins: Vec<_> = (0..n)
+                    .map(|_| {
+                        let (l, k) = (redis.as_async().clone(), name(key));
+                        rt.spawn(async move { l.acquire(k, limit, window, cost).await })
+                    })
+                    .collect();
+                let order = |d: &rl_core::Decision| (d.allowed, d.used, d.retry_after_ms, d.reset_after_ms, d.now_ms);
+                let mut r: Vec<_> = joins.into_iter().map(|j| order(&rt.block_on(j).unwrap().unwrap())).collect();
+                let mut m: Vec<_> = (0..n).map(|_| order(&memory.acquire(name(key), limit, window, cost).unwrap())).collect();
+                r.sort_unstable();
+                m.sort_unstable();
+                prop_assert_eq!(r, m, "op {} {:?}", i, op);
                 continue;
             }
         };
