@@ -1,0 +1,238 @@
+"""rl: an exact, distributed sliding-window rate limiter.
+
+At most ``limit`` permits in ANY span of ``window_ms`` milliseconds per key, shared by every
+process that uses the same Redis (one atomic Lua script call per decision, on Redis's clock), or
+in process memory when no Redis URL is given.
+
+    >>> import rl
+    >>> limiter = rl.Limiter("redis://127.0.0.1:6379/")
+    >>> d = limiter.acquire("api:orders", limit=5000, window_ms=1000)
+    >>> d.allowed, d.remaining, d.retry_after_ms
+
+``Limiter`` is synchronous and thread-safe (it releases the GIL while it waits on Redis);
+``AsyncLimiter`` has the same methods as coroutines for asyncio. See the README for errors,
+fork-safety and options.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from asyncio import AbstractEventLoop, get_running_loop
+from types import TracebackType
+from typing import Dict, Literal, Optional, Tuple, Type, Union
+
+from ._errors import (
+    BackendError,
+    BackendUnavailable,
+    ClockSkewError,
+    InvalidArgument,
+    InvalidArgumentType,
+    LimiterClosed,
+    RateLimitError,
+)
+from ._rl import MAX_KEY_BYTES, MAX_PERMITS, MAX_WINDOW_MS, AsyncCore as _AsyncCore, Bridge as _Bridge, Decision, Limiter, __version__
+
+__all__ = [
+    "AsyncLimiter",
+    "BackendError",
+    "BackendUnavailable",
+    "ClockSkewError",
+    "Decision",
+    "InvalidArgument",
+    "InvalidArgumentType",
+    "Key",
+    "Limiter",
+    "LimiterClosed",
+    "MAX_KEY_BYTES",
+    "MAX_PERMITS",
+    "MAX_WINDOW_MS",
+    "RateLimitError",
+    "__version__",
+]
+
+#: A limiter key: ``str`` (used as its UTF-8 bytes) or ``bytes``.
+Key = Union[str, bytes]
+
+# Event loop -> its completion bridge (see bindings-python/src/aio.rs). Weak keys: a bridge lives
+# as long as its loop. Loops that cannot be weakly referenced are kept in a plain dict.
+_BRIDGES: "weakref.WeakKeyDictionary[AbstractEventLoop, _Bridge]" = weakref.WeakKeyDictionary()
+_BRIDGES_STRONG: Dict[int, Tuple[AbstractEventLoop, _Bridge]] = {}
+
+
+def _drain(bridge: _Bridge) -> None:
+    """The loop's reader callback: resolves the futures of every finished call."""
+    for fut, ok, value in bridge.take():
+        if fut.done():  # cancelled by its awaiter
+            continue
+        if ok:
+            fut.set_result(value)
+        else:
+            fut.set_exception(value)
+
+
+def _sweep() -> None:
+    """Lets go of the calls still pending on closed loops (e.g. those of an ``asyncio.run()``
+    that ended with calls in flight): their futures can never be resolved, and they would keep
+    the loop, its bridge and its pipe alive."""
+    for loop, bridge in list(_BRIDGES.items()):
+        if loop.is_closed():
+            bridge.abandon()
+    for key, (loop, bridge) in list(_BRIDGES_STRONG.items()):
+        if loop.is_closed():
+            bridge.abandon()
+            del _BRIDGES_STRONG[key]
+
+
+def _bridge_for(loop: AbstractEventLoop) -> _Bridge:
+    try:
+        bridge = _BRIDGES.get(loop)
+        weak = True
+    except TypeError:
+        entry = _BRIDGES_STRONG.get(id(loop))
+        bridge = entry[1] if entry is not None and entry[0] is loop else None
+        weak = False
+    if bridge is not None and not bridge.stale:
+        return bridge
+    if bridge is not None:
+        # Made before a fork(): unhook it from this loop (its pipe stays open, unused).
+        loop.remove_reader(bridge.fileno())
+    _sweep()
+    bridge = _Bridge()
+    loop.add_reader(bridge.fileno(), _drain, bridge)
+    if weak:
+        _BRIDGES[loop] = bridge
+    else:
+        _BRIDGES_STRONG[id(loop)] = (loop, bridge)
+    return bridge
+
+
+class AsyncLimiter:
+    """The asyncio twin of :class:`Limiter`: same arguments, same semantics, same errors; every
+    call is a coroutine. Calls run on rl's own Rust runtime (no thread per call) and complete on
+    the event loop that awaited them; one ``AsyncLimiter`` may serve several loops.
+
+    ``url=None`` (or ``"memory://"``) is the in-process memory backend; ``redis://``,
+    ``rediss://`` (TLS) and ``unix://`` URLs use Redis. Options left out (or ``None``) take the
+    core's defaults: ``key_prefix="rl:"``, ``connect_timeout_ms=500``, ``request_timeout_ms=500``,
+    ``max_clock_skew_ms=1000``. Nothing is connected until the first call.
+    """
+
+    __slots__ = ("_core", "_memory", "_last", "__weakref__")
+
+    def __init__(
+        self,
+        url: Optional[str] = None,
+        *,
+        key_prefix: Optional[str] = None,
+        connect_timeout_ms: Optional[int] = None,
+        request_timeout_ms: Optional[int] = None,
+        max_clock_skew_ms: Optional[int] = None,
+    ) -> None:
+        self._core = _AsyncCore(
+            url,
+            key_prefix=key_prefix,
+            connect_timeout_ms=connect_timeout_ms,
+            request_timeout_ms=request_timeout_ms,
+            max_clock_skew_ms=max_clock_skew_ms,
+        )
+        self._memory = self._core.backend == "memory"
+        # The last loop used (weakly) and its bridge, as one tuple so threads see a consistent
+        # pair: skips the registry on the hot path.
+        self._last: Optional[Tuple["weakref.ReferenceType[AbstractEventLoop]", _Bridge]] = None
+
+    def _bridge_for(self, loop: AbstractEventLoop) -> _Bridge:
+        last = self._last
+        if last is not None and last[0]() is loop and not last[1].stale:
+            return last[1]
+        bridge = _bridge_for(loop)
+        try:
+            self._last = (weakref.ref(loop), bridge)
+        except TypeError:
+            self._last = None
+        return bridge
+
+    async def acquire(self, key: Key, limit: int, window_ms: int, cost: int = 1) -> Decision:
+        """Takes ``cost`` permits from ``key``'s window if they fit (at most ``limit`` in any
+        ``window_ms`` span). A denied request takes nothing."""
+        if self._memory:
+            return self._core.decide_acquire(key, limit, window_ms, cost)
+        loop = get_running_loop()
+        bridge = self._bridge_for(loop)
+        fut: "asyncio.Future[Decision]" = loop.create_future()
+        if self._core.acquire(bridge, fut, key, limit, window_ms, cost):
+            loop.call_soon(bridge.submit)
+        return await fut
+
+    async def peek(self, key: Key, limit: int, window_ms: int) -> Decision:
+        """The window's state without taking anything; ``allowed`` tells whether one permit
+        would be granted."""
+        if self._memory:
+            return self._core.decide_peek(key, limit, window_ms)
+        loop = get_running_loop()
+        bridge = self._bridge_for(loop)
+        fut: "asyncio.Future[Decision]" = loop.create_future()
+        if self._core.peek(bridge, fut, key, limit, window_ms):
+            loop.call_soon(bridge.submit)
+        return await fut
+
+    async def reset(self, key: Key) -> None:
+        """Forgets everything admitted on ``key``."""
+        if self._memory:
+            return self._core.decide_reset(key)
+        loop = get_running_loop()
+        bridge = self._bridge_for(loop)
+        fut: "asyncio.Future[None]" = loop.create_future()
+        if self._core.reset(bridge, fut, key):
+            loop.call_soon(bridge.submit)
+        await fut
+
+    async def ping(self) -> None:
+        """Checks that the backend answers (connecting if needed): readiness probes, fail-fast
+        startup. Raises ``BackendUnavailable`` otherwise."""
+        if self._memory:
+            return self._core.check_open()
+        loop = get_running_loop()
+        bridge = self._bridge_for(loop)
+        fut: "asyncio.Future[None]" = loop.create_future()
+        if self._core.ping(bridge, fut):
+            loop.call_soon(bridge.submit)
+        await fut
+
+    def redis_key(self, key: Key) -> bytes:
+        """The Redis key that holds ``key``'s window."""
+        return self._core.redis_key(key)
+
+    @property
+    def backend(self) -> Literal["redis", "memory"]:
+        """``"redis"`` or ``"memory"``."""
+        return self._core.backend
+
+    @property
+    def closed(self) -> bool:
+        return self._core.closed
+
+    def close(self) -> None:
+        """Releases the connection; later calls raise ``LimiterClosed``. Calls already running
+        finish. Closing twice is fine."""
+        self._core.close()
+
+    async def aclose(self) -> None:
+        """``close()`` as a coroutine, for ``contextlib.aclosing`` and friends."""
+        self._core.close()
+
+    async def __aenter__(self) -> AsyncLimiter:
+        if self._core.closed:
+            raise LimiterClosed("this AsyncLimiter is closed; make a new one")
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        self._core.close()
+
+    def __repr__(self) -> str:
+        return f"<rl.AsyncLimiter {self._core.target} {'closed' if self._core.closed else 'open'}>"

@@ -1,0 +1,194 @@
+//! `rl.Limiter`: the synchronous API. Each call releases the GIL while it waits on Redis, so
+//! many Python threads share one limiter (and its one multiplexed connection) concurrently.
+
+use std::sync::Mutex;
+
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+use crate::convert::{self, Arg};
+use crate::decision::Decision;
+use crate::errors;
+use crate::lifecycle;
+use crate::options;
+
+/// The limiter a binding object holds, shared by the sync and async classes: `None` once closed.
+/// The mutex is only ever taken with the GIL held and never across a blocking call, so it is
+/// uncontended and never held at a `fork()` (CPython forks with the GIL held).
+pub(crate) struct Slot {
+    inner: Mutex<Option<rl_core::blocking::Limiter>>,
+    pub memory: bool,
+    pub target: String,
+    generation: u64,
+}
+
+impl Slot {
+    pub fn new(opened: options::Opened) -> Slot {
+        let memory = opened.limiter.backend() == rl_core::BackendKind::Memory;
+        Slot {
+            inner: Mutex::new(Some(opened.limiter)),
+            memory,
+            target: opened.target,
+            generation: lifecycle::generation(),
+        }
+    }
+
+    pub fn get(&self, py: Python<'_>, what: &str) -> PyResult<rl_core::blocking::Limiter> {
+        match &*self.inner.lock().unwrap_or_else(|p| p.into_inner()) {
+            Some(l) => Ok(l.clone()),
+            None => Err(errors::closed(py, what)),
+        }
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).is_none()
+    }
+
+    /// Lets go of the limiter (calls in flight finish with their own reference).
+    pub fn close(&self) {
+        let taken = self.inner.lock().unwrap_or_else(|p| p.into_inner()).take();
+        self.release(taken);
+    }
+
+    fn release(&self, taken: Option<rl_core::blocking::Limiter>) {
+        if let Some(l) = taken {
+            if lifecycle::generation() != self.generation {
+                // Inherited across fork(): see lifecycle.rs for why it must not be dropped here.
+                std::mem::forget(l);
+            }
+        }
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let taken = self.inner.get_mut().unwrap_or_else(|p| p.into_inner()).take();
+        self.release(taken);
+    }
+}
+
+/// The synchronous limiter: at most `limit` permits in any `window_ms` span per key. Thread-safe
+/// (calls release the GIL while they wait on Redis; make one per process and share it).
+/// `url=None` or "memory://" is the in-process memory backend; redis://, rediss:// and unix://
+/// URLs use Redis, connected on first use. Options left out (or None) take the defaults:
+/// key_prefix "rl:", connect_timeout_ms 500, request_timeout_ms 500, max_clock_skew_ms 1000.
+#[pyclass(module = "rl", name = "Limiter", frozen, weakref)]
+pub(crate) struct Limiter {
+    slot: Slot,
+}
+
+const WHAT: &str = "Limiter";
+
+#[pymethods]
+impl Limiter {
+    #[new]
+    #[pyo3(signature = (url=None, *, key_prefix=None, connect_timeout_ms=None, request_timeout_ms=None, max_clock_skew_ms=None))]
+    fn new(
+        py: Python<'_>,
+        url: Option<&Bound<'_, PyAny>>,
+        key_prefix: Option<&Bound<'_, PyAny>>,
+        connect_timeout_ms: Option<&Bound<'_, PyAny>>,
+        request_timeout_ms: Option<&Bound<'_, PyAny>>,
+        max_clock_skew_ms: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let opened = options::open(py, url, key_prefix, connect_timeout_ms, request_timeout_ms, max_clock_skew_ms)?;
+        Ok(Limiter { slot: Slot::new(opened) })
+    }
+
+    /// Takes `cost` permits from `key`'s window if they fit; a denied request takes nothing.
+    /// Raises InvalidArgument (ValueError; InvalidArgumentType is also a TypeError) for bad
+    /// input, BackendUnavailable / BackendError for Redis trouble, LimiterClosed after close().
+    #[pyo3(signature = (key, limit, window_ms, cost = Arg::Absent), text_signature = "(self, key, limit, window_ms, cost=1)")]
+    fn acquire(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        limit: &Bound<'_, PyAny>,
+        window_ms: &Bound<'_, PyAny>,
+        cost: Arg<'_>,
+    ) -> PyResult<Decision> {
+        let key = convert::key(key)?;
+        let limit = convert::u64_arg("limit", limit)?;
+        let window_ms = convert::u64_arg("window_ms", window_ms)?;
+        let cost = convert::u64_or("cost", &cost, 1)?;
+        let l = self.slot.get(py, WHAT)?;
+        let k = key.as_bytes();
+        let r = if self.slot.memory {
+            l.acquire(k, limit, window_ms, cost)
+        } else {
+            lifecycle::detached(py, || l.acquire(k, limit, window_ms, cost))
+        };
+        r.map(Decision::from).map_err(|e| errors::to_py(py, e))
+    }
+
+    /// The window's state without taking anything; `allowed`: whether one permit would fit.
+    fn peek(&self, py: Python<'_>, key: &Bound<'_, PyAny>, limit: &Bound<'_, PyAny>, window_ms: &Bound<'_, PyAny>) -> PyResult<Decision> {
+        let key = convert::key(key)?;
+        let limit = convert::u64_arg("limit", limit)?;
+        let window_ms = convert::u64_arg("window_ms", window_ms)?;
+        let l = self.slot.get(py, WHAT)?;
+        let k = key.as_bytes();
+        let r = if self.slot.memory { l.peek(k, limit, window_ms) } else { lifecycle::detached(py, || l.peek(k, limit, window_ms)) };
+        r.map(Decision::from).map_err(|e| errors::to_py(py, e))
+    }
+
+    /// Forgets everything admitted on `key`.
+    fn reset(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
+        let key = convert::key(key)?;
+        let l = self.slot.get(py, WHAT)?;
+        let k = key.as_bytes();
+        let r = if self.slot.memory { l.reset(k) } else { lifecycle::detached(py, || l.reset(k)) };
+        r.map_err(|e| errors::to_py(py, e))
+    }
+
+    /// Connects if needed and checks that the backend answers (BackendUnavailable otherwise).
+    fn ping(&self, py: Python<'_>) -> PyResult<()> {
+        let l = self.slot.get(py, WHAT)?;
+        let r = if self.slot.memory { l.ping() } else { lifecycle::detached(py, || l.ping()) };
+        r.map_err(|e| errors::to_py(py, e))
+    }
+
+    /// The Redis key that holds `key`'s window.
+    fn redis_key<'py>(&self, py: Python<'py>, key: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+        let key = convert::key(key)?;
+        let l = self.slot.get(py, WHAT)?;
+        Ok(PyBytes::new(py, &l.redis_key(key.as_bytes())))
+    }
+
+    /// "redis" or "memory".
+    #[getter]
+    fn backend(&self) -> &'static str {
+        if self.slot.memory {
+            "memory"
+        } else {
+            "redis"
+        }
+    }
+
+    #[getter]
+    fn closed(&self) -> bool {
+        self.slot.is_closed()
+    }
+
+    /// Lets go of the connection (calls in flight finish); later calls raise LimiterClosed.
+    /// Closing twice is fine.
+    fn close(&self) {
+        self.slot.close();
+    }
+
+    fn __enter__(slf: Bound<'_, Self>) -> PyResult<Bound<'_, Self>> {
+        if slf.get().slot.is_closed() {
+            return Err(errors::closed(slf.py(), WHAT));
+        }
+        Ok(slf)
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, _exc: &Bound<'_, pyo3::types::PyTuple>) {
+        self.slot.close();
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<rl.Limiter {} {}>", self.slot.target, if self.slot.is_closed() { "closed" } else { "open" })
+    }
+}

@@ -1,0 +1,60 @@
+"""Type-checked (mypy --strict, by test.sh), not run by pytest: what a user writes, with the
+types the stubs must give it. `type: ignore` lines must stay errors (warn_unused_ignores)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Literal
+
+from typing_extensions import assert_type
+
+import rl
+
+
+def sync_use(url: str) -> bool:
+    with rl.Limiter(url, key_prefix="app:", request_timeout_ms=200) as lim:
+        d = lim.acquire("api:orders", 5000, 1000)
+        assert_type(d, rl.Decision)
+        assert_type(d.allowed, bool)
+        assert_type(d.retry_after_ms, int)
+        assert_type(d.mode, str)
+        assert_type(lim.peek(b"api:orders", 5000, 1000, ), rl.Decision)
+        assert_type(lim.reset("api:orders"), None)
+        assert_type(lim.backend, Literal["redis", "memory"])
+        assert_type(lim.redis_key("k"), bytes)
+        lim.acquire("k", 10, 1000, cost=2)
+        lim.acquire("k", 10.0, 1000)  # type: ignore[arg-type]
+        lim.acquire(42, 10, 1000)  # type: ignore[arg-type]
+        lim.acquire("k", 10, 1000, 500)
+        rl.Limiter(url, "app:")  # type: ignore[misc]
+        d.allowed = False  # type: ignore[misc]
+        return d.allowed
+
+
+async def async_use(url: str) -> int:
+    async with rl.AsyncLimiter(url) as lim:
+        d = await lim.acquire("api:orders", 5000, 1000, cost=1)
+        assert_type(d, rl.Decision)
+        t = asyncio.create_task(lim.peek("api:orders", 5000, 1000))
+        assert_type(await t, rl.Decision)
+        assert_type(await lim.reset("k"), None)
+        await lim.ping()
+        await lim.aclose()
+        return d.remaining
+
+
+def errors() -> str:
+    try:
+        rl.Limiter().acquire("", 1, 1)
+    except rl.InvalidArgumentType as e:
+        assert_type(e, rl.InvalidArgumentType)
+        return "type"
+    except rl.InvalidArgument as e:
+        assert_type(e.argument, "str | None")
+        return e.argument or ""
+    except (rl.BackendUnavailable, rl.BackendError, rl.ClockSkewError, rl.LimiterClosed) as e:
+        assert_type(e, "rl.BackendUnavailable | rl.BackendError | rl.ClockSkewError | rl.LimiterClosed")
+        return str(e)
+    except rl.RateLimitError:
+        return "other"
+    return ""
