@@ -4,12 +4,14 @@
 -- Semantics: at most `limit` permits in ANY span (now - window, now] of Redis server milliseconds.
 --
 -- Storage: ONE key per limiter, a LIST, so a limiter always lives in one Cluster slot:
---   index 0     "<sum>:<open ms>:<open permits>:<oldest ms>:<ttl deadline>"
+--   index 0     the header, struct.pack('>ddddd', sum, open ms, open permits, oldest ms, deadline)
 --               sum: permits in all stored buckets; open: the newest bucket (the millisecond that
---               admitted last); oldest: the oldest closed bucket's ms (0 = none); ttl deadline:
---               until when (on this script's clock) the key's TTL is known to keep it
---   index 1..n  "<ms>:<permits>"  the closed buckets, one per millisecond that admitted something,
---               oldest first
+--               admitted last); oldest: the oldest closed bucket's ms (0 = none); deadline: until
+--               when (on this script's clock) the key's TTL is known to keep it
+--   index 1..n  the closed buckets, struct.pack('>dd', ms, permits): one per millisecond that
+--               admitted something, oldest first
+-- Numbers are stored packed (exact integers in doubles) because converting decimal text costs a
+-- script call more than anything else it does (strtod per number read, printf per number written).
 -- A bucket at ms t counts while t > now - window. A typical call reads only index 0: a denial
 -- writes nothing, an admission rewrites index 0 (and pushes the previous open bucket when the
 -- millisecond changed); the first admission after a bucket left the window drops it. Memory
@@ -18,9 +20,8 @@
 -- strings, not 5000 ZSET members. There is no member to collide, so nothing can overwrite an
 -- admitted permit (the seed design's "{now}:{client}:{random}" member lost entries that way).
 --
--- Cost: Redis runs a script command by command and converts numbers through strings, so the
--- script keeps redis.call() and number conversions to a minimum (string.format('%d') only; Lua's
--- own number-to-string and '%.0f' go through slow float formatting).
+-- Cost: the script keeps redis.call() and number/text conversions to a minimum; numbers handed to
+-- redis.call are formatted with string.format('%d') (Lua's own number-to-string is a float printf).
 --
 -- Time never runs backwards for a window: `now` is raised to the open bucket's ms if the clock
 -- (server or client) is behind it, so a bucket is never "in the future".
@@ -54,8 +55,11 @@ local MAX_TIME_MS = 1000000000000000
 local TTL_SLACK_MS = 1000
 local MAX_BATCH = 1000
 
-local find, sub, match, format, tonumber = string.find, string.sub, string.match, string.format, tonumber
+local find, sub, format, tonumber = string.find, string.sub, string.format, tonumber
+local pack, unpack = struct.pack, struct.unpack
 local call = redis.call
+local HEADER, BUCKET = '>ddddd', '>dd'
+
 
 -- A decimal integer in [lo, hi], or nil. The pattern rejects what tonumber would let through:
 -- 'inf', 'nan', '0x10', '1e3', '1.5', ' 5', '+5', '-5'.
@@ -70,9 +74,10 @@ local function int_arg(s, lo, hi)
   return n
 end
 
+-- Redis TIME in ms, with one text-to-number conversion: seconds .. the microseconds' first 3 of 6 digits.
 local function server_ms()
   local t = call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  return tonumber(t[1] .. sub('000000' .. t[2], -6, -4))
 end
 
 -- Walks the buckets oldest first: the closed ones from index 1, then the open one. Returns how
@@ -84,9 +89,7 @@ local function walk(key, edge, sum, limit, cost, open_t, open_c, has_closed)
   while true do
     local t, c, last
     if k <= #items then
-      local s = items[k]
-      local colon = find(s, ':', 1, true)
-      t, c = tonumber(sub(s, 1, colon - 1)), tonumber(sub(s, colon + 1))
+      t, c = unpack(BUCKET, items[k])
       k = k + 1
     elseif closed_left then
       items = call('LRANGE', key, format('%d', next_index), format('%d', next_index + page - 1))
@@ -131,14 +134,12 @@ end
 -- Writes only when `consume` and something is admitted. Returns an error reply, or nil.
 local function decide(out, key, now, window, limit, cost, consume, ttl, n)
   local head = call('LINDEX', key, '0')
-  local sum_s, open_s, openc_s, oldest_s, deadline_s
-  local open_t
+  local sum, open_t, open_c, oldest, deadline
   if head then
-    sum_s, open_s, openc_s, oldest_s, deadline_s = match(head, '^(%d+):(%d+):(%d+):(%d+):(%d+)$')
-    if not sum_s then
+    if #head ~= 40 then
       return redis.error_reply('rl: ' .. key .. ' holds something that is not an rl window')
     end
-    open_t = tonumber(open_s)
+    sum, open_t, open_c, oldest, deadline = unpack(HEADER, head)
     if open_t > now then
       now = open_t
     end
@@ -159,8 +160,7 @@ local function decide(out, key, now, window, limit, cost, consume, ttl, n)
       call('DEL', key)
     end
     local k = math.min(n, math.floor(limit / cost))
-    local c, t = format('%d', k * cost), format('%d', now)
-    call('RPUSH', key, c .. ':' .. t .. ':' .. c .. ':0:' .. format('%d', now + 2 * ttl))
+    call('RPUSH', key, pack(HEADER, k * cost, now, k * cost, 0, now + 2 * ttl))
     call('PEXPIRE', key, format('%d', 2 * ttl))
     for i = 1, n do
       if i <= k then
@@ -174,7 +174,6 @@ local function decide(out, key, now, window, limit, cost, consume, ttl, n)
     return nil
   end
 
-  local sum, open_c, oldest = tonumber(sum_s), tonumber(openc_s), tonumber(oldest_s)
   local expired, freed, fits_at = 0, 0, nil
   if (oldest ~= 0 and oldest <= edge) or sum + cost > limit then
     expired, freed, fits_at, oldest = walk(key, edge, sum, limit, cost, open_t, open_c, oldest ~= 0)
@@ -202,7 +201,7 @@ local function decide(out, key, now, window, limit, cost, consume, ttl, n)
     if open_t == now then
       open_c = open_c + k * cost
     else
-      call('RPUSH', key, open_s .. ':' .. openc_s)
+      call('RPUSH', key, pack(BUCKET, open_t, open_c))
       if oldest == 0 then
         oldest = open_t
       end
@@ -210,12 +209,11 @@ local function decide(out, key, now, window, limit, cost, consume, ttl, n)
     end
     -- The TTL must outlive the newest bucket under THIS call's window (a later call may bring a
     -- longer window than the one that set it); set it for twice that, so it is renewed rarely.
-    local deadline = tonumber(deadline_s)
     if deadline < now + ttl then
       deadline = now + 2 * ttl
       call('PEXPIRE', key, format('%d', 2 * ttl))
     end
-    call('LSET', key, '0', format('%d:%d:%d:%d:%d', used + k * cost, open_t, open_c, oldest, deadline))
+    call('LSET', key, '0', pack(HEADER, used + k * cost, open_t, open_c, oldest, deadline))
     reset_after = window
   end
   for i = 1, n do
