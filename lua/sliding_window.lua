@@ -42,9 +42,13 @@
 --
 -- Calling convention 2, the native one (rl-core): a batch of requests on one key, decided in
 -- order at one instant, so a process can coalesce concurrent requests for a hot key into one call.
+-- Numbers travel packed as big-endian doubles (struct.pack('>d...')), not as decimal text: parsing
+-- text is the costliest thing a script call does.
 --   KEYS[1]  the limiter's key
---   ARGV     'rl1', client_now_ms ('' = server TIME), max_skew_ms,
---            then per request: op ('acquire'|'peek'), window_ms, limit, cost   (1..1000 requests)
+--   ARGV[1]  'rl1'
+--   ARGV[2]  pack('>dd', client_now_ms (0 = use Redis TIME), max_skew_ms)
+--   ARGV[3]  per request pack('>dddd', op (1 acquire, 0 peek), window_ms, limit, cost), 1..1000
+--            requests one after the other
 --   reply    {0, allowed, used, retry_after_ms, reset_after_ms, now_ms, ...5 more per request}
 --            {-1, '<name of the bad argument>', <request number, 0 for the batch's own>}
 --            {-2, server_now_ms}   client_now_ms is further than max_skew_ms from Redis TIME
@@ -75,6 +79,11 @@ local function int_arg(s, lo, hi)
 end
 
 -- Redis TIME in ms, with one text-to-number conversion: seconds .. the microseconds' first 3 of 6 digits.
+-- A packed number that is an integer in [lo, hi] (NaN and infinities fail the comparisons).
+local function int_in(x, lo, hi)
+  return x ~= nil and x >= lo and x <= hi and x == math.floor(x)
+end
+
 local function server_ms()
   local t = call('TIME')
   return tonumber(t[1] .. sub('000000' .. t[2], -6, -4))
@@ -238,31 +247,29 @@ end
 if ARGV[1] == 'rl1' then
   local key = KEYS[1]
   if key == nil then return {-1, 'key', 0} end
-  local max_skew = int_arg(ARGV[3], 0, MAX_TIME_MS)
-  if max_skew == nil then return {-1, 'max_skew_ms', 0} end
-  local n = (#ARGV - 3) / 4
+  if #ARGV ~= 3 or #ARGV[2] ~= 16 then return {-1, 'batch', 0} end
+  local client_now, max_skew = unpack('>dd', ARGV[2])
+  if not int_in(max_skew, 0, MAX_TIME_MS) then return {-1, 'max_skew_ms', 0} end
+  if not int_in(client_now, 0, MAX_TIME_MS) then return {-1, 'client_now_ms', 0} end
+  local blob = ARGV[3]
+  local n = #blob / 32
   if n < 1 or n > MAX_BATCH or n ~= math.floor(n) then return {-1, 'batch', 0} end
   -- Every request of the batch is checked before the first write.
   local consume, windows, limits, costs = {}, {}, {}, {}
   for i = 1, n do
-    local b = (i - 1) * 4 + 3
-    local op = ARGV[b + 1]
-    if op ~= 'acquire' and op ~= 'peek' then return {-1, 'op', i} end
-    local window = int_arg(ARGV[b + 2], 1, MAX_WINDOW_MS)
-    if window == nil then return {-1, 'window_ms', i} end
-    local limit = int_arg(ARGV[b + 3], 1, MAX_PERMITS)
-    if limit == nil then return {-1, 'limit', i} end
-    local cost = int_arg(ARGV[b + 4], 1, limit)
-    if cost == nil then return {-1, 'cost', i} end
-    consume[i], windows[i], limits[i], costs[i] = op == 'acquire', window, limit, cost
+    local op, window, limit, cost = unpack('>dddd', blob, (i - 1) * 32 + 1)
+    if op ~= 0 and op ~= 1 then return {-1, 'op', i} end
+    if not int_in(window, 1, MAX_WINDOW_MS) then return {-1, 'window_ms', i} end
+    if not int_in(limit, 1, MAX_PERMITS) then return {-1, 'limit', i} end
+    if not int_in(cost, 1, limit) then return {-1, 'cost', i} end
+    consume[i], windows[i], limits[i], costs[i] = op == 1, window, limit, cost
   end
   local now
   local slack = TTL_SLACK_MS
-  if ARGV[2] == '' then
+  if client_now == 0 then
     now = server_ms()
   else
-    now = int_arg(ARGV[2], 1, MAX_TIME_MS)
-    if now == nil then return {-1, 'client_now_ms', 0} end
+    now = client_now
     local server = server_ms()
     if math.abs(now - server) > max_skew then
       return {-2, server}

@@ -21,6 +21,12 @@ pub fn sliding_window_sha() -> &'static str {
     SLIDING_WINDOW.get_hash()
 }
 
+/// Numbers for the native calling convention: big-endian doubles, what the script's
+/// `struct.unpack('>d...')` reads without parsing text. Every value is at most 1e15, exact in a double.
+pub(crate) fn pack(values: &[u64]) -> Vec<u8> {
+    values.iter().flat_map(|&v| (v as f64).to_be_bytes()).collect()
+}
+
 fn int(v: &Value) -> Option<i64> {
     match v {
         Value::Int(i) => Some(*i),

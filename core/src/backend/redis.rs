@@ -195,15 +195,12 @@ impl Shared {
         let mut conn = self.connection()?;
         let client_now = self.clock.as_ref().map(|c| c.now_ms());
         let mut inv = SLIDING_WINDOW.key(redis_key);
-        inv.arg("rl1");
-        match client_now {
-            Some(t) => inv.arg(t),
-            None => inv.arg(""),
-        };
-        inv.arg(self.max_skew_ms);
+        inv.arg("rl1").arg(crate::script::pack(&[client_now.unwrap_or(0), self.max_skew_ms]));
+        let mut requests = Vec::with_capacity(ops.len() * 4);
         for op in ops {
-            inv.arg(if op.consume { "acquire" } else { "peek" }).arg(op.window_ms).arg(op.limit).arg(op.cost);
+            requests.extend_from_slice(&[op.consume as u64, op.window_ms, op.limit, op.cost]);
         }
+        inv.arg(crate::script::pack(&requests));
         let reply: redis::Value = inv.invoke_async(&mut conn).await?;
         parse_reply(reply, ops.len(), client_now, self.max_skew_ms)
     }
