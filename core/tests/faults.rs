@@ -30,7 +30,8 @@ fn redis_not_running_is_backend_unavailable_within_the_timeout() {
         let start = Instant::now();
         let e = l.acquire("down", 10, 1000, 1).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::BackendUnavailable, "{e}");
-        assert!(start.elapsed() < SHORT + Duration::from_millis(150), "took {:?}", start.elapsed());
+        // Refused is known at once: no waiting out the timeout, no backoff sleep.
+        assert!(start.elapsed() < SHORT, "took {:?}", start.elapsed());
     }
 }
 

@@ -54,8 +54,9 @@ impl RedisBackend {
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(options.connect_timeout))
             .set_response_timeout(None)
-            .set_number_of_retries(1)
-            .set_max_delay(Duration::from_millis(100));
+            // One connection attempt per call: a refused connection fails the call at once
+            // instead of sleeping through backoff; the next call tries again.
+            .set_number_of_retries(0);
         Ok(RedisBackend {
             shared: Arc::new(Shared {
                 client,
@@ -109,6 +110,19 @@ impl RedisBackend {
                 Ok(())
             })
             .await
+    }
+}
+
+impl Drop for Shared {
+    /// A limiter inherited across `fork()` and dropped in the child must not drop the parent's
+    /// connection: that could wake a task on a runtime whose threads the child does not have.
+    fn drop(&mut self) {
+        let slot = self.conn.get_mut().unwrap_or_else(|p| p.into_inner());
+        if let Some((g, conn)) = slot.take() {
+            if g != crate::fork::generation() {
+                std::mem::forget(conn);
+            }
+        }
     }
 }
 
