@@ -14,9 +14,10 @@ bench: build
 throughput: build
 	target/release/rl throughput
 
+# Sliding window vs an INCR fixed window on the same bursty load, against a private redis-server:
+# the fixed window lets through up to twice the limit across a boundary; rl never exceeds it.
 demo: build
-	@echo "limit 3 per 10 s on key demo (memory backend, one process per call, so state lives in Redis only with --redis):"
-	target/release/rl bench --instances 2 --rate 50 --limit 30 --window 1s --duration 3s
+	target/release/rl bench --compare fixed-window --burst-fraction 0.5 --instances 4 --rate 250 --limit 1000 --duration 4s
 
 clean:
 	cargo clean
