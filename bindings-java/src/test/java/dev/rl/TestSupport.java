@@ -1,0 +1,162 @@
+package dev.rl;
+
+import static org.junit.jupiter.api.Assertions.fail;
+
+import org.junit.jupiter.api.Assumptions;
+
+import java.io.IOException;
+import java.net.URI;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.UUID;
+import java.util.stream.Stream;
+
+/** Where the test Redis is, and the measurements the tests share. */
+final class TestSupport {
+    private TestSupport() {}
+
+    /**
+     * The redis-server that {@code rl-harness run} started for this suite. Without one, a test
+     * that needs Redis is skipped (so a plain {@code mvn package} still builds and runs the rest),
+     * unless {@code -Drl.test.requireRedis=true} (test.sh sets it): then it fails.
+     */
+    static String redisUrl() {
+        return requiredEnv("RL_TEST_REDIS_URL");
+    }
+
+    /** An environment variable that rl-harness sets, under the same rule as {@link #redisUrl()}. */
+    static String requiredEnv(String name) {
+        String v = System.getenv(name);
+        if (v == null || v.isEmpty()) {
+            String why = name + " is not set: run the suite with `bash bindings-java/test.sh` "
+                    + "(it starts a real redis-server through tests/harness)";
+            if (Boolean.getBoolean("rl.test.requireRedis")) {
+                fail(why);
+            }
+            Assumptions.abort(why);
+        }
+        return v;
+    }
+
+    static int redisPort() {
+        return URI.create(redisUrl()).getPort();
+    }
+
+    static String key(String what) {
+        return "java-test:" + what + ":" + UUID.randomUUID();
+    }
+
+    /**
+     * The most permits admitted inside any span {@code (t - windowMs, t]}, given each admission's
+     * {@code {timeMs, count}}: the same rule as rl_core::audit::max_in_any_window.
+     */
+    static long maxInAnyWindow(List<long[]> admitted, long windowMs) {
+        List<long[]> v = new ArrayList<>(admitted);
+        v.sort(Comparator.comparingLong(a -> a[0]));
+        long best = 0;
+        long sum = 0;
+        int lo = 0;
+        for (int hi = 0; hi < v.size(); hi++) {
+            sum += v.get(hi)[1];
+            while (v.get(lo)[0] + windowMs <= v.get(hi)[0]) {
+                sum -= v.get(lo)[1];
+                lo++;
+            }
+            best = Math.max(best, sum);
+        }
+        return best;
+    }
+
+    /**
+     * The buckets {@code ms -> permits} stored in a window's LIST (the whole {@code LRANGE 0 -1},
+     * items as ISO-8859-1 strings of their bytes). Item 0 is the header: the permit sum, then the
+     * newest ("open") bucket's ms and permits, then bookkeeping; items 1..n are the older buckets,
+     * ms and permits. Both encodings lua/sliding_window.lua has used are read: decimal text joined
+     * by ':' ({@code "<sum>:<ms>:<permits>..."}, {@code "<ms>:<permits>"}), and big-endian packed
+     * doubles ({@code struct.pack('>ddddd', ...)} / {@code ('>dd', ...)}).
+     */
+    static Map<Long, Long> windowBuckets(List<?> items) {
+        Map<Long, Long> buckets = new TreeMap<>();
+        for (int i = 0; i < items.size(); i++) {
+            long[] f = fields((String) items.get(i));
+            if (i == 0) {
+                if (f.length >= 3) {
+                    buckets.merge(f[1], f[2], Long::sum);
+                }
+            } else if (f.length == 2) {
+                buckets.merge(f[0], f[1], Long::sum);
+            } else {
+                throw new IllegalStateException("unexpected item " + i + " in a window: " + items.get(i));
+            }
+        }
+        return buckets;
+    }
+
+    /** The sum the header (item 0) records. */
+    static long windowSum(List<?> items) {
+        return fields((String) items.get(0))[0];
+    }
+
+    /** One stored item's numbers, text or packed. */
+    static long[] fields(String item) {
+        if (item.matches("[0-9]+(:[0-9]+)*")) {
+            String[] p = item.split(":");
+            long[] f = new long[p.length];
+            for (int i = 0; i < p.length; i++) {
+                f[i] = Long.parseLong(p[i]);
+            }
+            return f;
+        }
+        byte[] b = item.getBytes(StandardCharsets.ISO_8859_1);
+        if (b.length % 8 != 0) {
+            throw new IllegalStateException("a window item that is neither text nor packed doubles: " + item);
+        }
+        ByteBuffer buf = ByteBuffer.wrap(b); // big-endian, as struct.pack('>d')
+        long[] f = new long[b.length / 8];
+        for (int i = 0; i < f.length; i++) {
+            f[i] = (long) buf.getDouble();
+        }
+        return f;
+    }
+
+    /** This process's resident set, in KiB (Linux). */
+    static long rssKb() {
+        try (Stream<String> lines = Files.lines(Path.of("/proc/self/status"))) {
+            return lines.filter(l -> l.startsWith("VmRSS:"))
+                    .mapToLong(l -> Long.parseLong(l.replaceAll("[^0-9]", "")))
+                    .findFirst()
+                    .orElseThrow();
+        } catch (IOException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    /** Open file descriptors of this process (Linux). */
+    static long openFds() {
+        try (Stream<Path> fds = Files.list(Path.of("/proc/self/fd"))) {
+            return fds.count();
+        } catch (IOException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    /** Sleeps until {@code System.nanoTime()} reaches {@code deadlineNanos}. */
+    static void sleepUntil(long deadlineNanos) {
+        long left;
+        while ((left = deadlineNanos - System.nanoTime()) > 0) {
+            try {
+                Thread.sleep(left / 1_000_000, (int) (left % 1_000_000));
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return;
+            }
+        }
+    }
+}
