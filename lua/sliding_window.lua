@@ -65,20 +65,6 @@ local call = redis.call
 local HEADER, BUCKET = '>ddddd', '>dd'
 
 
--- A decimal integer in [lo, hi], or nil. The pattern rejects what tonumber would let through:
--- 'inf', 'nan', '0x10', '1e3', '1.5', ' 5', '+5', '-5'.
-local function int_arg(s, lo, hi)
-  if type(s) ~= 'string' or #s > 16 or not find(s, '^%d+$') then
-    return nil
-  end
-  local n = tonumber(s)
-  if n < lo or n > hi then
-    return nil
-  end
-  return n
-end
-
--- Redis TIME in ms, with one text-to-number conversion: seconds .. the microseconds' first 3 of 6 digits.
 -- A packed number that is an integer in [lo, hi] (NaN and infinities fail the comparisons).
 local function int_in(x, lo, hi)
   return x ~= nil and x >= lo and x <= hi and x == math.floor(x)
@@ -293,7 +279,21 @@ if ARGV[1] == 'rl1' then
   return out
 end
 
--- The seed design's convention.
+-- The seed design's convention. (Defined down here so the native path does not pay for it.)
+-- A decimal integer in [lo, hi], or nil. The pattern rejects what tonumber would let through:
+-- 'inf', 'nan', '0x10', '1e3', '1.5', ' 5', '+5', '-5'.
+local function int_arg(s, lo, hi)
+  if type(s) ~= 'string' or #s > 16 or not find(s, '^%d+$') then
+    return nil
+  end
+  local n = tonumber(s)
+  if n < lo or n > hi then
+    return nil
+  end
+  return n
+end
+
+-- Redis TIME in ms, with one text-to-number conversion: seconds .. the microseconds' first 3 of 6 digits.
 local invalid = {-1, 0, 0, 'invalid_args'}
 if #KEYS ~= 2 or #ARGV ~= 6 then return invalid end
 if int_arg(ARGV[1], 1, MAX_TIME_MS) == nil then return invalid end
