@@ -30,7 +30,11 @@ impl RawZset {
         connect: Duration,
         request: Duration,
     ) -> CliResult<RawZset> {
-        let client = redis::Client::open(url)?;
+        // Same TCP settings as rl-core (TCP_NODELAY), so the comparison prices the scripts and
+        // the client code, not Nagle's algorithm.
+        let info = redis::IntoConnectionInfo::into_connection_info(url)?
+            .set_tcp_settings(redis::io::tcp::TcpSettings::default().set_nodelay(true));
+        let client = redis::Client::open(info)?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(connect))
             .set_response_timeout(Some(request));
