@@ -17,7 +17,7 @@ throughput: build
 # Sliding window vs an INCR fixed window on the same bursty load, against a private redis-server:
 # the fixed window lets through up to twice the limit across a boundary; rl never exceeds it.
 demo: build
-	target/release/rl bench --compare fixed-window --burst-fraction 0.5 --instances 4 --rate 250 --limit 1000 --duration 4s
+	target/release/rl bench --compare fixed-window --instances 4 --rate 250 --limit 1000 --duration 4s
 
 clean:
 	cargo clean

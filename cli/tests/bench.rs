@@ -100,7 +100,7 @@ fn bench_json_reports_max_admitted_in_any_window_within_the_limit() {
 fn compare_fixed_window_spikes_past_the_limit_while_sliding_stays_within_it() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     // No --redis: the private-server path. A lighter load than the default (1000 per window, bursts
-    // at 10 000/s) so a debug build on two cores keeps up and the spike is not shed away.
+    // at 2 000/s) so a debug build on two cores keeps up and the spike is not shed away.
     let out = rl(&[
         "bench",
         "--compare",
