@@ -25,3 +25,52 @@ pub(crate) fn generation() -> u64 {
     });
     GENERATION.load(Ordering::Relaxed)
 }
+
+/// A value that a forked child must not inherit: each fork generation gets its own, made on first
+/// use. The parent's is leaked in the child, never touched again: a lock in it may have been held
+/// by a parent thread at the instant of `fork()`, and such a lock would never be released here.
+pub(crate) struct ForkLocal<T: Default> {
+    current: std::sync::atomic::AtomicPtr<(u64, T)>,
+}
+
+impl<T: Default> Default for ForkLocal<T> {
+    fn default() -> Self {
+        ForkLocal { current: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()) }
+    }
+}
+
+impl<T: Default> ForkLocal<T> {
+    pub(crate) fn get(&self) -> &T {
+        let generation = generation();
+        loop {
+            let p = self.current.load(Ordering::Acquire);
+            // SAFETY: a published pointer stays valid while `self` lives: replaced ones are
+            // leaked, the current one is freed only by `drop(&mut self)`.
+            if let Some((g, value)) = unsafe { p.as_ref() } {
+                if *g == generation {
+                    return value;
+                }
+            }
+            let fresh = Box::into_raw(Box::new((generation, T::default())));
+            match self.current.compare_exchange(p, fresh, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => {} // the old one (if any) is leaked on purpose
+                // SAFETY: `fresh` was never published.
+                Err(_) => drop(unsafe { Box::from_raw(fresh) }),
+            }
+        }
+    }
+}
+
+impl<T: Default> Drop for ForkLocal<T> {
+    fn drop(&mut self) {
+        let p = *self.current.get_mut();
+        if p.is_null() {
+            return;
+        }
+        // SAFETY: we own the current pointer; nobody else can reach `self` any more.
+        let boxed = unsafe { Box::from_raw(p) };
+        if boxed.0 != generation() {
+            std::mem::forget(boxed); // inherited from the parent: leave it untouched
+        }
+    }
+}

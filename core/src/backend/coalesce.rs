@@ -13,7 +13,7 @@ use tokio::sync::oneshot;
 
 use super::Verdict;
 use crate::error::Result;
-use crate::fork;
+use crate::fork::ForkLocal;
 
 /// One request's arguments, owned so it can wait in a queue.
 #[derive(Debug, Clone, Copy)]
@@ -43,29 +43,23 @@ pub(crate) enum Turn {
     Full,
 }
 
-/// Keys with a call in flight, each with the requests waiting behind it. Tagged with the fork
-/// generation: a child must not wait behind its parent's in-flight calls.
+/// Keys with a call in flight, each with the requests waiting behind it. Per fork generation: a
+/// child must neither wait behind its parent's in-flight calls nor on a lock a parent thread held.
 #[derive(Default)]
 pub(crate) struct Queues {
-    inner: Mutex<(u64, HashMap<Vec<u8>, Vec<Waiter>>)>,
+    inner: ForkLocal<Mutex<HashMap<Vec<u8>, Vec<Waiter>>>>,
 }
 
 impl Queues {
-    fn lock(&self) -> std::sync::MutexGuard<'_, (u64, HashMap<Vec<u8>, Vec<Waiter>>)> {
-        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        let generation = fork::generation();
-        if g.0 != generation {
-            g.0 = generation;
-            g.1.clear();
-        }
-        g
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Vec<u8>, Vec<Waiter>>> {
+        self.inner.get().lock().unwrap_or_else(|p| p.into_inner())
     }
 
     pub(crate) fn join(&self, key: &[u8], op: Op) -> Turn {
         let mut g = self.lock();
-        match g.1.get_mut(key) {
+        match g.get_mut(key) {
             None => {
-                g.1.insert(key.to_vec(), Vec::new());
+                g.insert(key.to_vec(), Vec::new());
                 Turn::Lead
             }
             Some(waiting) if waiting.len() >= MAX_WAITING => Turn::Full,
@@ -80,9 +74,9 @@ impl Queues {
     /// The next batch for `key`, or `None` after marking the key idle because nothing waits.
     pub(crate) fn next_batch(&self, key: &[u8]) -> Option<Vec<Waiter>> {
         let mut g = self.lock();
-        let waiting = g.1.get_mut(key)?;
+        let waiting = g.get_mut(key)?;
         if waiting.is_empty() {
-            g.1.remove(key);
+            g.remove(key);
             return None;
         }
         let n = waiting.len().min(MAX_BATCH);

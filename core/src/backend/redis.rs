@@ -16,6 +16,7 @@ use super::coalesce::{Op, Queues, Turn, MAX_WAITING};
 use super::{Request, Verdict};
 use crate::clock::Clock;
 use crate::error::{Error, Result};
+use crate::fork::ForkLocal;
 use crate::limiter::Options;
 use crate::script::{parse_reply, SLIDING_WINDOW};
 
@@ -27,8 +28,9 @@ struct Shared {
     client: redis::Client,
     config: ConnectionManagerConfig,
     /// The connection of the current fork generation (see `fork.rs`): a child process must not
-    /// use the parent's, whose driving task lived on a thread the child does not have.
-    conn: Mutex<Option<(u64, ConnectionManager)>>,
+    /// use the parent's, whose driving task lived on a thread the child does not have (nor its
+    /// lock, which a parent thread may have held at the fork).
+    conn: ForkLocal<Mutex<Option<ConnectionManager>>>,
     request_timeout: Duration,
     clock: Option<Arc<dyn Clock>>,
     max_skew_ms: u64,
@@ -67,7 +69,7 @@ impl RedisBackend {
             shared: Arc::new(Shared {
                 client,
                 config,
-                conn: Mutex::new(None),
+                conn: ForkLocal::default(),
                 request_timeout: options.request_timeout,
                 clock: options.clock.clone(),
                 max_skew_ms: options.max_clock_skew_ms,
@@ -116,19 +118,6 @@ impl RedisBackend {
                 Ok(())
             })
             .await
-    }
-}
-
-impl Drop for Shared {
-    /// A limiter inherited across `fork()` and dropped in the child must not drop the parent's
-    /// connection: that could wake a task on a runtime whose threads the child does not have.
-    fn drop(&mut self) {
-        let slot = self.conn.get_mut().unwrap_or_else(|p| p.into_inner());
-        if let Some((g, conn)) = slot.take() {
-            if g != crate::fork::generation() {
-                std::mem::forget(conn);
-            }
-        }
     }
 }
 
@@ -181,20 +170,12 @@ async fn drive(shared: Arc<Shared>, key: Vec<u8>, mut batch: Vec<super::coalesce
 impl Shared {
     /// The multiplexed connection, made on first use (it connects lazily, in the background).
     fn connection(&self) -> Result<ConnectionManager> {
-        let generation = crate::fork::generation();
-        let mut slot = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((g, conn)) = &*slot {
-            if *g == generation {
-                return Ok(conn.clone());
-            }
-            // The parent's connection: its driver is gone here, and dropping it could touch the
-            // parent's runtime, so it is forgotten rather than dropped.
-            if let Some((_, old)) = slot.take() {
-                std::mem::forget(old);
-            }
+        let mut slot = self.conn.get().lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(conn) = &*slot {
+            return Ok(conn.clone());
         }
         let conn = ConnectionManager::new_lazy_with_config(self.client.clone(), self.config.clone())?;
-        *slot = Some((generation, conn.clone()));
+        *slot = Some(conn.clone());
         Ok(conn)
     }
 
