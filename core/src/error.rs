@@ -9,8 +9,9 @@ pub enum Error {
     /// The caller passed a value the limiter cannot honour. Nothing was sent to the backend.
     #[error("invalid argument `{name}`: {message}")]
     InvalidArgument { name: &'static str, message: String },
-    /// The backend could not be reached in time (connection refused, timeout, dropped connection).
-    /// Retrying later may succeed.
+    /// The backend could not take the call (connection refused, timeout, dropped connection,
+    /// READONLY, LOADING, TRYAGAIN, CLUSTERDOWN, MASTERDOWN, BUSY, OOM). Retrying later may succeed;
+    /// with the local fallback on, callers see a `local` decision instead of this.
     #[error("backend unavailable: {0}")]
     BackendUnavailable(String),
     /// The backend answered with an error (wrong type at the key, script error, auth, OOM ...).
@@ -62,12 +63,22 @@ impl Error {
     }
 }
 
+/// Server error codes that say "this server cannot take the call right now", not "the call is
+/// wrong": a demoted or still-loading primary, a cluster mid-reshard or without quorum, a busy
+/// script, memory exhausted under `noeviction`. They are retried once and then, like connection
+/// errors, send the limiter to its local fallback.
+const UNAVAILABLE_CODES: [&str; 7] = ["READONLY", "LOADING", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "BUSY", "OOM"];
+
 impl From<redis::RedisError> for Error {
     fn from(e: redis::RedisError) -> Self {
-        if e.is_timeout() || e.is_io_error() || e.is_connection_refusal() || e.is_connection_dropped() {
-            Error::BackendUnavailable(e.to_string())
+        let code_says = e.code().is_some_and(|c| UNAVAILABLE_CODES.contains(&c));
+        // Errors raised inside a script may arrive wrapped ("ERR ... script: ..."): look at the text too.
+        let text = e.to_string();
+        let text_says = UNAVAILABLE_CODES.iter().any(|c| text.contains(&format!("{c} ")));
+        if e.is_timeout() || e.is_io_error() || e.is_connection_refusal() || e.is_connection_dropped() || e.is_cluster_error() || code_says || text_says {
+            Error::BackendUnavailable(text)
         } else {
-            Error::Backend(e.to_string())
+            Error::Backend(text)
         }
     }
 }

@@ -16,6 +16,12 @@ pub const SLIDING_WINDOW_LUA: &str = include_str!("../../lua/sliding_window.lua"
 
 pub(crate) static SLIDING_WINDOW: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(SLIDING_WINDOW_LUA));
 
+/// `lua/heartbeat.lua`: one instance's heartbeat and the live instance count; also the recovery probe.
+pub(crate) static HEARTBEAT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(include_str!("../../lua/heartbeat.lua")));
+
+/// `lua/repair.lua`: writes admitted permits a window lacks back into it, idempotently.
+pub(crate) static REPAIR: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(include_str!("../../lua/repair.lua")));
+
 /// The SHA1 that EVALSHA uses for the script, for callers that load it themselves.
 pub fn sliding_window_sha() -> &'static str {
     SLIDING_WINDOW.get_hash()

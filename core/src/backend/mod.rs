@@ -2,8 +2,10 @@
 //! `lua/sliding_window.lua`); the property test `tests/model.rs` holds them to identical decisions.
 
 pub(crate) mod coalesce;
+pub(crate) mod connection;
 pub(crate) mod memory;
 pub(crate) mod redis;
+pub(crate) mod topology;
 
 use std::fmt;
 

@@ -1,36 +1,31 @@
-//! The Redis backend: EVALSHA of `lua/sliding_window.lua` over one multiplexed, self-reconnecting
-//! connection (redis-rs `ConnectionManager`), so concurrent callers pipeline on one socket
-//! instead of queueing for a pool, and concurrent requests for one key share one call
-//! (`coalesce.rs`).
+//! The Redis backend: EVALSHA of `lua/sliding_window.lua` over the topology's connection
+//! (`connection.rs`), with concurrent requests for one key sharing one call (`coalesce.rs`).
 //!
 //! The connection is made lazily on first use: opening a limiter never blocks or fails because
-//! Redis is briefly away, and a limiter outlives Redis restarts. Every call is bounded by the
-//! request timeout, so no caller waits on a dead Redis longer than configured.
+//! Redis is briefly away, and a limiter outlives Redis restarts and failovers. Bounding a decision
+//! in time, retrying it and falling back are the limiter's job (`limiter.rs`, `health.rs`); the
+//! batches this module sends on its own (`drive`) are bounded by the request timeout.
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use std::sync::Arc;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::ConnectionManagerConfig;
 
 use super::coalesce::{Op, Queues, Turn, MAX_WAITING};
+use super::connection::{Conn, Connector};
+use super::topology::{self, Topology};
 use super::{Request, Verdict};
 use crate::clock::Clock;
 use crate::error::{Error, Result};
-use crate::fork::ForkLocal;
 use crate::limiter::Options;
-use crate::script::{parse_reply, SLIDING_WINDOW};
+use crate::script::{parse_reply, HEARTBEAT, REPAIR, SLIDING_WINDOW};
 
 pub(crate) struct RedisBackend {
     shared: Arc<Shared>,
 }
 
 struct Shared {
-    client: redis::Client,
-    config: ConnectionManagerConfig,
-    /// The connection of the current fork generation (see `fork.rs`): a child process must not
-    /// use the parent's, whose driving task lived on a thread the child does not have (nor its
-    /// lock, which a parent thread may have held at the fork).
-    conn: ForkLocal<Mutex<Option<ConnectionManager>>>,
+    connector: Connector,
     request_timeout: Duration,
     clock: Option<Arc<dyn Clock>>,
     max_skew_ms: u64,
@@ -39,37 +34,35 @@ struct Shared {
 
 impl std::fmt::Debug for RedisBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let info = self.shared.client.get_connection_info();
-        f.debug_struct("RedisBackend").field("addr", &info.addr()).finish_non_exhaustive()
+        f.debug_struct("RedisBackend").field("topology", &self.shared.connector.topology.name()).finish_non_exhaustive()
     }
+}
+
+/// What one repair call sends (see `lua/repair.lua`).
+pub(crate) struct RepairCall<'a> {
+    pub instance: &'a str,
+    pub window_ms: u64,
+    pub ttl_ms: u64,
+    pub local_token: &'a str,
+    pub local: &'a [(u64, u64)],
+    pub epoch: &'a str,
+    pub failover: &'a [(u64, u64)],
 }
 
 impl RedisBackend {
     pub(crate) fn open(url: &str, options: &Options) -> Result<Self> {
-        if url.starts_with("rediss://") {
-            // rustls needs one process-wide crypto provider; another library may have set one.
-            let _ = rustls::crypto::ring::default_provider().install_default();
-        }
-        let bad_url = |e: redis::RedisError| Error::invalid("url", format!("{}: {e}", redact(url)));
-        // TCP_NODELAY: requests share one connection, and Nagle's algorithm would hold a small
-        // request back until the previous one is acknowledged (milliseconds of tail latency).
-        let info = redis::IntoConnectionInfo::into_connection_info(url)
-            .map_err(bad_url)?
-            .set_tcp_settings(redis::io::tcp::TcpSettings::default().set_nodelay(true));
-        let client = redis::Client::open(info).map_err(bad_url)?;
-        // No response timeout inside redis-rs: every call is already bounded as a whole by
-        // `bounded`, and a second timer per request costs throughput for nothing.
+        let topology = topology::parse(url, options)?;
+        // No response timeout inside redis-rs: every decision is already bounded as a whole by
+        // the limiter, and a second timer per request costs throughput for nothing.
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(options.connect_timeout))
             .set_response_timeout(None)
             // One connection attempt per call: a refused connection fails the call at once
-            // instead of sleeping through backoff; the next call tries again.
+            // instead of sleeping through backoff; the limiter retries once, after retry_delay.
             .set_number_of_retries(0);
         Ok(RedisBackend {
             shared: Arc::new(Shared {
-                client,
-                config,
-                conn: ForkLocal::default(),
+                connector: Connector::new(topology, config),
                 request_timeout: options.request_timeout,
                 clock: options.clock.clone(),
                 max_skew_ms: options.max_clock_skew_ms,
@@ -78,7 +71,16 @@ impl RedisBackend {
         })
     }
 
-    /// Decides one request, alone or coalesced with concurrent ones for the same key.
+    pub(crate) fn topology_name(&self) -> &'static str {
+        self.shared.connector.topology.name()
+    }
+
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self.shared.connector.topology, Topology::Cluster(_))
+    }
+
+    /// Decides one request, alone or coalesced with concurrent ones for the same key. Not bounded
+    /// in time here: the caller races it against its deadline and may drop it.
     pub(crate) async fn decide(&self, req: &Request<'_>, redis_key: &[u8]) -> Result<Verdict> {
         let op = Op { consume: req.consume, window_ms: req.window_ms, limit: req.limit, cost: req.cost };
         match self.shared.queues.join(redis_key, op) {
@@ -86,13 +88,12 @@ impl RedisBackend {
                 // Whatever queues up behind this call is handed on when it ends, even if the
                 // caller gives up on it (the guard's drop).
                 let _handoff = Handoff { shared: &self.shared, key: redis_key };
-                let verdicts = self.shared.bounded("acquire", self.shared.call(redis_key, &[op])).await?;
+                let verdicts = self.shared.call(redis_key, &[op]).await?;
                 Ok(verdicts[0])
             }
-            Turn::Follow(rx) => match tokio::time::timeout(self.shared.request_timeout, rx).await {
-                Ok(Ok(verdict)) => verdict,
-                Ok(Err(_)) => Err(Error::Backend("a coalesced rl call was abandoned".into())),
-                Err(_) => Err(self.shared.timed_out("acquire")),
+            Turn::Follow(rx) => match rx.await {
+                Ok(verdict) => verdict,
+                Err(_) => Err(Error::Backend("a coalesced rl call was abandoned".into())),
             },
             Turn::Full => Err(Error::BackendUnavailable(format!(
                 "{MAX_WAITING} requests already wait for this key; Redis is not keeping up"
@@ -103,9 +104,9 @@ impl RedisBackend {
     pub(crate) async fn reset(&self, redis_key: &[u8]) -> Result<()> {
         self.shared
             .bounded("reset", async {
-                let mut conn = self.shared.connection()?;
-                redis::cmd("DEL").arg(redis_key).query_async::<()>(&mut conn).await?;
-                Ok(())
+                let (id, mut conn) = self.shared.connector.get().await?;
+                let r = redis::cmd("DEL").arg(redis_key).query_async::<()>(&mut conn).await;
+                self.shared.check(id, r)
             })
             .await
     }
@@ -113,9 +114,60 @@ impl RedisBackend {
     pub(crate) async fn ping(&self) -> Result<()> {
         self.shared
             .bounded("ping", async {
-                let mut conn = self.shared.connection()?;
-                redis::cmd("PING").query_async::<()>(&mut conn).await?;
-                Ok(())
+                let (id, mut conn) = self.shared.connector.get().await?;
+                let r = redis::cmd("PING").query_async::<()>(&mut conn).await;
+                self.shared.check(id, r)
+            })
+            .await
+    }
+
+    /// This instance's heartbeat (also the recovery probe): the live instance count and server time.
+    pub(crate) async fn heartbeat(&self, fleet_key: &[u8], instance: &str, live_ms: u64) -> Result<(u64, u64)> {
+        self.shared
+            .bounded("heartbeat", async {
+                let (id, mut conn) = self.shared.connector.get().await?;
+                let r = HEARTBEAT.key(fleet_key).arg(instance).arg(live_ms).invoke_async::<(u64, u64)>(&mut conn).await;
+                self.shared.check(id, r)
+            })
+            .await
+    }
+
+    /// The primary's run id, which changes when another server takes over (failover, or a restart
+    /// that lost the data); `None` on Cluster, where every slot has its own primary.
+    pub(crate) async fn run_id(&self) -> Result<Option<String>> {
+        if self.is_cluster() {
+            return Ok(None);
+        }
+        self.shared
+            .bounded("INFO server", async {
+                let (id, mut conn) = self.shared.connector.get().await?;
+                let r = redis::cmd("INFO").arg("server").query_async::<String>(&mut conn).await;
+                let info = self.shared.check(id, r)?;
+                Ok(info.lines().find_map(|l| l.strip_prefix("run_id:")).map(|v| v.trim().to_string()))
+            })
+            .await
+    }
+
+    /// Writes admitted permits back into `redis_key`'s window (`lua/repair.lua`); returns the
+    /// permits added by the local part and by the failover part.
+    pub(crate) async fn repair(&self, redis_key: &[u8], marker_key: &[u8], c: &RepairCall<'_>) -> Result<(u64, u64)> {
+        let pairs = |v: &[(u64, u64)]| crate::script::pack(&v.iter().flat_map(|&(t, n)| [t, n]).collect::<Vec<_>>());
+        self.shared
+            .bounded("repair", async {
+                let (id, mut conn) = self.shared.connector.get().await?;
+                let r = REPAIR
+                    .key(redis_key)
+                    .key(marker_key)
+                    .arg("rl-repair-1")
+                    .arg(c.instance)
+                    .arg(crate::script::pack(&[c.window_ms, c.ttl_ms]))
+                    .arg(c.local_token)
+                    .arg(pairs(c.local))
+                    .arg(c.epoch)
+                    .arg(pairs(c.failover))
+                    .invoke_async::<(u64, u64)>(&mut conn)
+                    .await;
+                self.shared.check(id, r)
             })
             .await
     }
@@ -168,17 +220,6 @@ async fn drive(shared: Arc<Shared>, key: Vec<u8>, mut batch: Vec<super::coalesce
 }
 
 impl Shared {
-    /// The multiplexed connection, made on first use (it connects lazily, in the background).
-    fn connection(&self) -> Result<ConnectionManager> {
-        let mut slot = self.conn.get().lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(conn) = &*slot {
-            return Ok(conn.clone());
-        }
-        let conn = ConnectionManager::new_lazy_with_config(self.client.clone(), self.config.clone())?;
-        *slot = Some(conn.clone());
-        Ok(conn)
-    }
-
     fn timed_out(&self, what: &str) -> Error {
         Error::BackendUnavailable(format!("{what} got no answer from Redis within {} ms", self.request_timeout.as_millis()))
     }
@@ -191,9 +232,20 @@ impl Shared {
         }
     }
 
+    /// Converts a reply, dropping the connection it came on after a connection-class error.
+    fn check<T>(&self, id: u64, r: redis::RedisResult<T>) -> Result<T> {
+        r.map_err(|e| {
+            let e = Error::from(e);
+            if e.kind() == crate::error::ErrorKind::BackendUnavailable {
+                self.connector.forget(id);
+            }
+            e
+        })
+    }
+
     /// One script call deciding `ops` on `redis_key`, in order.
     async fn call(&self, redis_key: &[u8], ops: &[Op]) -> Result<Vec<Verdict>> {
-        let mut conn = self.connection()?;
+        let (id, mut conn): (u64, Conn) = self.connector.get().await?;
         let client_now = self.clock.as_ref().map(|c| c.now_ms());
         let mut inv = SLIDING_WINDOW.key(redis_key);
         inv.arg("rl1").arg(crate::script::pack(&[client_now.unwrap_or(0), self.max_skew_ms]));
@@ -202,7 +254,7 @@ impl Shared {
             requests.extend_from_slice(&[op.consume as u64, op.window_ms, op.limit, op.cost]);
         }
         inv.arg(crate::script::pack(&requests));
-        let reply: redis::Value = inv.invoke_async(&mut conn).await?;
+        let reply = self.check(id, inv.invoke_async::<redis::Value>(&mut conn).await)?;
         parse_reply(reply, ops.len(), client_now, self.max_skew_ms)
     }
 }

@@ -2,14 +2,19 @@
 //! ports, awaited until they answer, and stopped even when a test panics.
 
 mod binary;
+mod cluster;
+mod poll;
 mod port;
 pub mod process;
 pub mod resp;
+mod sentinel;
 mod server;
 mod topology;
 
 pub use binary::{redis_server_available, redis_server_path, ENV_REDIS_SERVER};
+pub use cluster::{key_slot, Cluster, SLOT_COUNT};
 pub use port::free_port;
 pub use resp::{Connection, RespValue};
+pub use sentinel::{SentinelTrio, MASTER_NAME};
 pub use server::{DetachedServer, RedisServer, ServerOptions};
 pub use topology::{Deployment, Topology, ENV_DIR, ENV_PID, ENV_PORT, ENV_URL};

@@ -13,16 +13,25 @@ const USAGE: &str = "\
 rl-harness: run tests against a throwaway redis-server on 127.0.0.1
 
 USAGE:
-    rl-harness run [--topology standalone] [--] CMD [ARGS...]
-        Start a server, run CMD with RL_TEST_REDIS_URL, RL_TEST_REDIS_PORT,
+    rl-harness run [--topology standalone|sentinel|cluster] [--] CMD [ARGS...]
+        Start the servers, run CMD with RL_TEST_REDIS_URL, RL_TEST_REDIS_PORT,
         RL_TEST_REDIS_PID, RL_TEST_REDIS_DIR (holds redis.log) and RL_HARNESS
-        set, stop the server, and exit with CMD's exit code (128+N if CMD died
+        set, stop the servers, and exit with CMD's exit code (128+N if CMD died
         of signal N). SIGTERM/SIGINT/SIGHUP sent to the harness are forwarded
-        to CMD; the server dies with the harness even on SIGKILL (its
-        directory is then left behind).
+        to CMD; the servers die with the harness even on SIGKILL (their
+        directories are then left behind).
+
+TOPOLOGIES:
+    standalone  one server; URL redis://127.0.0.1:PORT/
+    sentinel    primary, replica and 3 Sentinels monitoring it as \"rlmaster\";
+                URL redis+sentinel://127.0.0.1:S1,127.0.0.1:S2,127.0.0.1:S3/rlmaster
+    cluster     3 Cluster masters, no replicas;
+                URL redis+cluster://127.0.0.1:N1,127.0.0.1:N2,127.0.0.1:N3
+    PORT, PID and DIR describe the primary (sentinel) or the first node (cluster).
 
     rl-harness start [--topology standalone] [--json]
-        Start a server that outlives this command and print where it is:
+        Start a server that outlives this command and print where it is
+        (standalone only: `stop` takes one pid):
         `export VAR=...` lines for `eval`, or with --json one line
         {\"url\":...,\"port\":...,\"pid\":...,\"dir\":...}.
 
@@ -159,6 +168,11 @@ fn start(args: &[String]) -> Result<ExitCode, Failure> {
     let server = match topology {
         Topology::Standalone => {
             RedisServer::start_with(options).map_err(harness_err("starting redis-server"))?
+        }
+        Topology::Sentinel | Topology::Cluster => {
+            return Err(Failure::Usage(format!(
+                "start only supports --topology standalone; use `run --topology {topology}`"
+            )))
         }
     };
     let d = server.detach();

@@ -60,6 +60,43 @@ impl ServerOptions {
         self.new_session = on;
         self
     }
+
+    /// For a multi-server topology's data nodes: the topology's own flags
+    /// first, so the caller's `extra_args` still win.
+    pub(crate) fn with_leading_args<I: IntoIterator<Item = S>, S: Into<String>>(
+        &self,
+        args: I,
+    ) -> Self {
+        let mut extra_args: Vec<String> = args.into_iter().map(Into::into).collect();
+        extra_args.extend(self.extra_args.iter().cloned());
+        ServerOptions {
+            extra_args,
+            ..self.clone()
+        }
+    }
+
+    /// Only how the process is run (parent death, session), for helpers such
+    /// as Sentinels that must not get data-node flags.
+    pub(crate) fn process_only(&self) -> Self {
+        ServerOptions {
+            die_with_parent: self.die_with_parent,
+            new_session: self.new_session,
+            ..ServerOptions::default()
+        }
+    }
+
+    /// Sentinel and Cluster would need the password threaded through
+    /// `masterauth`, `sentinel auth-pass` and MIGRATE; no test needs that yet,
+    /// so say so instead of starting a half-authenticated deployment.
+    pub(crate) fn reject_password(&self, topology: &str) -> io::Result<()> {
+        match self.requirepass {
+            Some(_) => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!("requirepass is not supported for the {topology} topology"),
+            )),
+            None => Ok(()),
+        }
+    }
 }
 
 /// Where a server that outlives its launcher can be found, so a later
@@ -81,6 +118,10 @@ pub struct RedisServer {
     child: Option<Child>,
     pid: u32,
     frozen: bool,
+    /// Sentinel directives; `Some` runs the process as `redis-server
+    /// sentinel.conf --sentinel`. Sentinel rewrites its config file at run
+    /// time, so the text is written into `dir` on every launch.
+    sentinel_config: Option<String>,
 }
 
 impl RedisServer {
@@ -89,6 +130,16 @@ impl RedisServer {
     }
 
     pub fn start_with(options: ServerOptions) -> io::Result<Self> {
+        Self::start_inner(options, None)
+    }
+
+    /// A Sentinel whose config file holds `config` (e.g. `sentinel monitor ...`
+    /// lines); the port, bind address and directory are the harness's own.
+    pub(crate) fn start_sentinel(options: ServerOptions, config: String) -> io::Result<Self> {
+        Self::start_inner(options, Some(config))
+    }
+
+    fn start_inner(options: ServerOptions, sentinel_config: Option<String>) -> io::Result<Self> {
         let binary = redis_server_path()?;
         let mut last_err = None;
         for _ in 0..PORT_ATTEMPTS {
@@ -100,6 +151,7 @@ impl RedisServer {
                 child: None,
                 pid: 0,
                 frozen: false,
+                sentinel_config: sentinel_config.clone(),
             };
             match server.launch(&binary) {
                 Ok(()) => return Ok(server),
@@ -256,6 +308,12 @@ impl RedisServer {
             .append(true)
             .open(&log_path)?;
         let mut cmd = Command::new(binary);
+        if let Some(config) = &self.sentinel_config {
+            // The config file must come first on the command line.
+            let path = self.dir.join("sentinel.conf");
+            fs::write(&path, config)?;
+            cmd.arg(path).arg("--sentinel");
+        }
         cmd.args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
             .args([
                 "--save",

@@ -212,3 +212,36 @@ fn usage_errors_and_help() {
     );
     assert_eq!(harness(&["stop"]).status.code(), Some(2));
 }
+
+#[test]
+fn run_starts_sentinel_and_cluster_topologies() {
+    for (topology, scheme, processes) in [
+        ("sentinel", "redis+sentinel://", 5),
+        ("cluster", "redis+cluster://", 3),
+    ] {
+        let script = r#"echo "$RL_TEST_REDIS_URL $RL_TEST_REDIS_PORT $RL_TEST_REDIS_PID";
+            pgrep -P $PPID redis-server"#;
+        let out = harness(&["run", "--topology", topology, "--", "sh", "-c", script]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        let mut lines = stdout.lines();
+        let [url, port, pid] = lines.next().unwrap().split_whitespace().collect::<Vec<_>>()[..]
+        else {
+            panic!("{stdout:?}")
+        };
+        assert!(url.starts_with(scheme), "{url}");
+        assert!(url.contains(&format!("127.0.0.1:{port}")) || topology == "sentinel");
+        let pids: Vec<u32> = lines.map(|l| l.trim().parse().unwrap()).collect();
+        assert_eq!(pids.len(), processes, "{stdout}");
+        assert!(pids.contains(&pid.parse().unwrap()));
+        for pid in pids {
+            assert!(!is_alive(pid), "{topology}: pid {pid} outlived the harness");
+        }
+        assert!(refuses(port.parse().unwrap()));
+    }
+}

@@ -1,0 +1,346 @@
+//! The Redis path made resilient: every decision is bounded by its deadline, retried once after
+//! `retry_delay` on a connection-class error, and decided locally (`ledger.rs`) when the state
+//! machine (`health.rs`) says Redis is unhealthy. A background task per limiter sends heartbeats
+//! (the live instance count, in Redis), probes Redis while `local`, and before returning to
+//! `normal` writes the permits admitted meanwhile back into Redis (`lua/repair.lua`), together
+//! with the ones a new primary lost if a failover happened.
+
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
+
+use crate::backend::redis::{RedisBackend, RepairCall};
+use crate::backend::{Request, Verdict};
+use crate::clock::{Clock, SystemClock};
+use crate::decision::Mode;
+use crate::error::{Error, ErrorKind, Result};
+use crate::fork::ForkLocal;
+use crate::health::{Health, Thresholds};
+use crate::ledger::Ledger;
+use crate::limiter::Options;
+
+/// How often an instance announces itself, and how long an announcement counts.
+const HEARTBEAT_EVERY: Duration = Duration::from_secs(1);
+const LIVE_MS: u64 = 3000;
+/// How often Redis is probed while `local`.
+const PROBE_EVERY: Duration = Duration::from_millis(25);
+
+pub(crate) struct RedisPath {
+    pub backend: RedisBackend,
+    pub health: Health,
+    pub ledger: Ledger,
+    id: String,
+    fleet_key: Vec<u8>,
+    configured_instances: Option<u64>,
+    discovered: AtomicU64,
+    clock: Option<Arc<dyn Clock>>,
+    /// Redis time minus this host's time, learnt from decisions: the local path's clock.
+    offset_ms: AtomicI64,
+    request_timeout: Duration,
+    retry_delay: Duration,
+    fallback: bool,
+    ttl_slack_ms: u64,
+    started: ForkLocal<AtomicBool>,
+    wake: Arc<Notify>,
+    /// The primary's run id as last seen, and a failover repair not yet completed.
+    run_id: Mutex<Option<String>>,
+    epoch: Mutex<Option<String>>,
+    /// The generation of a flush that has not completed: the next attempt resends the same
+    /// permits under the same token, so a flush whose reply was lost is not applied twice.
+    outstanding: Mutex<Option<u32>>,
+}
+
+enum Outcome {
+    Done(Result<Verdict>),
+    Slow,
+    Deadline,
+}
+
+impl RedisPath {
+    pub(crate) fn new(url: &str, options: &Options) -> Result<Self> {
+        let backend = RedisBackend::open(url, options)?;
+        Ok(RedisPath {
+            backend,
+            health: Health::new(Thresholds {
+                slow_rtt: options.degrade_rtt,
+                slow_for: options.degrade_after,
+                recover_rtt: options.recover_rtt,
+                recover_for: options.recover_after,
+            }),
+            ledger: Ledger::new(options.local_max_keys),
+            id: instance_id(),
+            fleet_key: format!("{}instances", options.key_prefix).into_bytes(),
+            configured_instances: options.instances,
+            discovered: AtomicU64::new(0),
+            clock: options.clock.clone(),
+            offset_ms: AtomicI64::new(0),
+            request_timeout: options.request_timeout,
+            retry_delay: options.retry_delay,
+            fallback: options.local_fallback,
+            ttl_slack_ms: 1000 + if options.clock.is_some() { 2 * options.max_clock_skew_ms } else { 0 },
+            started: ForkLocal::default(),
+            wake: Arc::new(Notify::new()),
+            run_id: Mutex::new(None),
+            epoch: Mutex::new(None),
+            outstanding: Mutex::new(None),
+        })
+    }
+
+    pub(crate) fn instance_id(&self) -> &str {
+        &self.id
+    }
+
+    pub(crate) fn instances(&self) -> u64 {
+        self.configured_instances.unwrap_or_else(|| self.discovered.load(Ordering::Relaxed).max(1))
+    }
+
+    pub(crate) fn is_local(&self) -> bool {
+        self.fallback && self.health.is_local()
+    }
+
+    /// Decides on Redis, or locally while Redis is unhealthy. Returns the verdict, the path that
+    /// made it and the permit cap it was made against (the limit, or the local budget).
+    pub(crate) async fn decide(self: &Arc<Self>, req: &Request<'_>, redis_key: &[u8]) -> Result<(Verdict, Mode, u64)> {
+        self.ensure_task();
+        if self.is_local() {
+            return Ok(self.decide_local(req, redis_key));
+        }
+        let deadline = Instant::now() + self.request_timeout;
+        let mut retried = false;
+        loop {
+            let started = Instant::now();
+            match self.watch(self.backend.decide(req, redis_key), started, deadline).await {
+                Outcome::Done(Ok(v)) => {
+                    let slow_too_long = self.health.observe(started, started.elapsed());
+                    self.learn_offset(v.now_ms);
+                    if req.consume && v.allowed {
+                        self.ledger.record(redis_key, req.window_ms, v.now_ms, req.cost);
+                    }
+                    self.health.counters.normal.fetch_add(1, Ordering::Relaxed);
+                    if slow_too_long && self.fallback && self.health.to_local("Redis round trips above degrade_rtt for degrade_after") {
+                        self.wake.notify_one();
+                    }
+                    return Ok((v, Mode::Normal, req.limit));
+                }
+                Outcome::Done(Err(e)) if e.kind() == ErrorKind::BackendUnavailable => {
+                    self.health.counters.errors.fetch_add(1, Ordering::Relaxed);
+                    if !retried && Instant::now() + self.retry_delay < deadline {
+                        retried = true;
+                        self.health.counters.retries.fetch_add(1, Ordering::Relaxed);
+                        tokio::time::sleep(self.retry_delay).await;
+                        continue;
+                    }
+                    return self.fall_back(req, redis_key, e, "Redis errors after the retry");
+                }
+                Outcome::Done(Err(e)) => return Err(e),
+                Outcome::Slow => {
+                    let e = Error::BackendUnavailable("Redis round trips stayed above degrade_rtt for degrade_after".into());
+                    return self.fall_back(req, redis_key, e, "Redis round trips above degrade_rtt for degrade_after");
+                }
+                Outcome::Deadline => {
+                    let e = Error::BackendUnavailable(format!("no answer from Redis within {} ms", self.request_timeout.as_millis()));
+                    return self.fall_back(req, redis_key, e, "request timeout");
+                }
+            }
+        }
+    }
+
+    /// Runs a Redis call until it completes, its deadline passes, or (with the fallback on) it has
+    /// been slower than `degrade_rtt` for `degrade_after`: a frozen Redis sends the limiter local
+    /// within that period, not after the request timeout. One timer at a time, on the hot path.
+    async fn watch(&self, fut: impl std::future::Future<Output = Result<Verdict>>, started: Instant, deadline: Instant) -> Outcome {
+        tokio::pin!(fut);
+        let t = self.health.t;
+        let mut check_at = if self.fallback { (started + t.slow_rtt).min(deadline) } else { deadline };
+        loop {
+            tokio::select! {
+                biased;
+                r = &mut fut => return Outcome::Done(r),
+                _ = tokio::time::sleep_until(tokio::time::Instant::from_std(check_at)) => {}
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Outcome::Deadline;
+            }
+            let since = self.health.mark_slow(started + t.slow_rtt);
+            if now >= since + t.slow_for {
+                return Outcome::Slow;
+            }
+            check_at = (since + t.slow_for).min(deadline);
+        }
+    }
+
+    fn fall_back(&self, req: &Request<'_>, redis_key: &[u8], e: Error, reason: &str) -> Result<(Verdict, Mode, u64)> {
+        if !self.fallback {
+            return Err(e);
+        }
+        if self.health.to_local(reason) {
+            self.wake.notify_one();
+        }
+        tracing::debug!(error = %e, "rl: deciding locally");
+        Ok(self.decide_local(req, redis_key))
+    }
+
+    fn decide_local(&self, req: &Request<'_>, redis_key: &[u8]) -> (Verdict, Mode, u64) {
+        let budget = req.limit / self.instances();
+        self.health.counters.local.fetch_add(1, Ordering::Relaxed);
+        let v = self.ledger.decide(redis_key, req.window_ms, budget, req.cost, req.consume, self.local_now());
+        (v, Mode::Local, budget)
+    }
+
+    /// The local path's clock: the configured client clock, or this host's clock shifted to
+    /// Redis time, so local decisions and their repair line up with Redis's buckets.
+    fn local_now(&self) -> u64 {
+        match &self.clock {
+            Some(c) => c.now_ms(),
+            None => (SystemClock.now_ms() as i64).saturating_add(self.offset_ms.load(Ordering::Relaxed)).max(0) as u64,
+        }
+    }
+
+    fn learn_offset(&self, server_ms: u64) {
+        if self.clock.is_none() {
+            self.offset_ms.store(server_ms as i64 - SystemClock.now_ms() as i64, Ordering::Relaxed);
+        }
+    }
+
+    fn ensure_task(self: &Arc<Self>) {
+        if self.started.get().swap(true, Ordering::AcqRel) {
+            return;
+        }
+        match crate::runtime::handle() {
+            Ok(rt) => {
+                rt.spawn(background(Arc::downgrade(self), self.wake.clone()));
+            }
+            Err(e) => tracing::warn!(error = %e, "rl: no runtime for heartbeats and probes"),
+        }
+    }
+
+    /// Reads the primary's run id; a change means a new primary (failover, or a restart that lost
+    /// the data), whose window may lack permits this instance saw admitted.
+    async fn check_primary(&self) -> Result<()> {
+        if let Some(now) = self.backend.run_id().await? {
+            let mut known = self.run_id.lock().unwrap_or_else(|p| p.into_inner());
+            if known.as_ref().is_some_and(|old| *old != now) {
+                self.health.counters.failovers.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(old = known.as_deref().unwrap_or(""), new = %now, "rl: new Redis primary; repairing the windows it lacks");
+                *self.epoch.lock().unwrap_or_else(|p| p.into_inner()) = Some(now.clone());
+            }
+            *known = Some(now);
+        }
+        Ok(())
+    }
+
+    /// Writes back what Redis lacks: permits admitted locally, and after a failover the permits
+    /// admitted by the old primary that did not reach the new one. Idempotent (see `lua/repair.lua`).
+    async fn flush(&self) -> Result<()> {
+        let epoch = self.epoch.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if epoch.is_none() && !self.ledger.has_local() {
+            return Ok(());
+        }
+        let upto = *self.outstanding.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(|| self.ledger.begin_flush());
+        let token = format!("{}:{}", self.id, upto);
+        for p in self.ledger.pending(upto, self.local_now(), epoch.is_some()) {
+            let mut marker = p.key.clone();
+            marker.extend_from_slice(b":repair");
+            let call = RepairCall {
+                instance: &self.id,
+                window_ms: p.window_ms,
+                ttl_ms: p.window_ms + self.ttl_slack_ms,
+                local_token: if p.local.is_empty() { "" } else { &token },
+                local: &p.local,
+                epoch: epoch.as_deref().unwrap_or(""),
+                failover: &p.admitted,
+            };
+            let (local, lost) = self.backend.repair(&p.key, &marker, &call).await?;
+            self.ledger.flushed(&p.key, upto);
+            self.health.counters.repairs.fetch_add(1, Ordering::Relaxed);
+            self.health.counters.repaired_permits.fetch_add(local + lost, Ordering::Relaxed);
+            if lost > 0 {
+                tracing::info!(key = %String::from_utf8_lossy(&p.key), permits = lost, "rl: restored permits the new primary lost");
+            }
+        }
+        *self.outstanding.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        *self.epoch.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        Ok(())
+    }
+
+    async fn heartbeat(&self) -> Result<Duration> {
+        let started = Instant::now();
+        let (live, server_ms) = self.backend.heartbeat(&self.fleet_key, &self.id, LIVE_MS).await?;
+        let rtt = started.elapsed();
+        self.discovered.store(live, Ordering::Relaxed);
+        self.learn_offset(server_ms + rtt.as_millis() as u64 / 2);
+        Ok(rtt)
+    }
+}
+
+/// Heartbeats every second; while `local`, a probe every 25 ms, and the way back to `normal`.
+/// Ends when the limiter is dropped.
+async fn background(path: Weak<RedisPath>, wake: Arc<Notify>) {
+    let mut last_beat: Option<Instant> = None;
+    let mut fast_since: Option<Instant> = None;
+    loop {
+        let Some(p) = path.upgrade() else { return };
+        let local = p.is_local();
+        if local {
+            p.health.counters.probes.fetch_add(1, Ordering::Relaxed);
+            match p.heartbeat().await {
+                Ok(rtt) if rtt < p.health.t.recover_rtt => {
+                    last_beat = Some(Instant::now());
+                    let since = *fast_since.get_or_insert_with(Instant::now);
+                    if since.elapsed() >= p.health.t.recover_for {
+                        match async { p.check_primary().await?; p.flush().await }.await {
+                            Ok(()) => {
+                                p.health.to_normal("probes below recover_rtt for recover_after");
+                                fast_since = None;
+                                // Permits admitted locally while the repair ran.
+                                if let Err(e) = p.flush().await {
+                                    tracing::debug!(error = %e, "rl: flush after recovery failed; will retry");
+                                }
+                            }
+                            Err(e) => {
+                                tracing::debug!(error = %e, "rl: repair before recovery failed; staying local");
+                                fast_since = None;
+                            }
+                        }
+                    }
+                }
+                Ok(_) => fast_since = None,
+                Err(e) => {
+                    tracing::trace!(error = %e, "rl: probe failed");
+                    fast_since = None;
+                }
+            }
+        } else if last_beat.is_none_or(|t| t.elapsed() >= HEARTBEAT_EVERY) {
+            last_beat = Some(Instant::now());
+            fast_since = None;
+            if p.heartbeat().await.is_ok() {
+                let repaired = async { p.check_primary().await?; p.flush().await }.await;
+                if let Err(e) = repaired {
+                    tracing::debug!(error = %e, "rl: repair failed; will retry");
+                }
+            }
+        }
+        let wait = if p.is_local() {
+            PROBE_EVERY
+        } else {
+            HEARTBEAT_EVERY.saturating_sub(last_beat.map_or(Duration::ZERO, |t| t.elapsed()))
+        };
+        drop(p);
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = wake.notified() => {}
+        }
+    }
+}
+
+/// Unique per limiter: host, process and a random part, so restarts never reuse a live id.
+fn instance_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos());
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).unwrap_or_else(|_| "host".into());
+    format!("{host}:{}:{:016x}", std::process::id(), h.finish())
+}

@@ -1,0 +1,223 @@
+//! The degradation state machine, one per limiter (diagram in the README):
+//!
+//! ```text
+//!            errors after the retry, or RTT > slow_rtt for slow_for (real calls)
+//!   normal ──────────────────────────────────────────────────────────────────▶ local
+//!     ▲                                                                          │
+//!     └──────────── probes (off the request path) see RTT < recover_rtt ─────────┘
+//!                   for recover_for; then admitted permits are repaired
+//! ```
+//!
+//! Two thresholds and two periods make it hysteretic: a Redis hovering around one threshold
+//! cannot flip the limiter back and forth. Leaving `local` is decided by the probe task alone
+//! (`fleet.rs`), never by a caller, so callers in `local` never wait on Redis at all.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Thresholds and periods of the state machine (see [`crate::Options`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Thresholds {
+    pub slow_rtt: Duration,
+    pub slow_for: Duration,
+    pub recover_rtt: Duration,
+    pub recover_for: Duration,
+}
+
+/// Round-trip times of the last `RTT_SAMPLES` real calls, for `stats()`.
+const RTT_SAMPLES: usize = 1024;
+
+pub(crate) struct Health {
+    pub t: Thresholds,
+    base: Instant,
+    local: AtomicBool,
+    /// Micros since `base` + 1 when calls started being slow without a fast one since; 0 = not slow.
+    slow_since: AtomicU64,
+    pub counters: Counters,
+    rtt: Mutex<RttRing>,
+    /// When the current state began, and why.
+    since: Mutex<(Instant, String)>,
+}
+
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub normal: AtomicU64,
+    pub local: AtomicU64,
+    pub memory: AtomicU64,
+    pub to_local: AtomicU64,
+    pub to_normal: AtomicU64,
+    pub retries: AtomicU64,
+    pub errors: AtomicU64,
+    pub repairs: AtomicU64,
+    pub repaired_permits: AtomicU64,
+    pub failovers: AtomicU64,
+    pub probes: AtomicU64,
+}
+
+struct RttRing {
+    samples: Vec<u32>,
+    next: usize,
+    last_us: u64,
+    max_us: u64,
+}
+
+/// Round-trip figures in microseconds over the last 1024 real calls.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RttStats {
+    pub samples: u64,
+    pub last_us: u64,
+    pub p50_us: u64,
+    pub p99_us: u64,
+    pub max_us: u64,
+}
+
+impl Health {
+    pub(crate) fn new(t: Thresholds) -> Self {
+        let now = Instant::now();
+        Health {
+            t,
+            base: now,
+            local: AtomicBool::new(false),
+            slow_since: AtomicU64::new(0),
+            counters: Counters::default(),
+            rtt: Mutex::new(RttRing { samples: Vec::with_capacity(RTT_SAMPLES), next: 0, last_us: 0, max_us: 0 }),
+            since: Mutex::new((now, "start".into())),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn is_local(&self) -> bool {
+        self.local.load(Ordering::Acquire)
+    }
+
+    /// A real call completed after `rtt`. A fast one ends any slow spell; a slow one extends it
+    /// and says whether it has now lasted `slow_for` (time to go local).
+    pub(crate) fn observe(&self, started: Instant, rtt: Duration) -> bool {
+        {
+            let mut r = self.rtt.lock().unwrap_or_else(|p| p.into_inner());
+            let us = rtt.as_micros().min(u32::MAX as u128) as u32;
+            if r.samples.len() < RTT_SAMPLES {
+                r.samples.push(us);
+            } else {
+                let i = r.next;
+                r.samples[i] = us;
+            }
+            r.next = (r.next + 1) % RTT_SAMPLES;
+            r.last_us = us as u64;
+            r.max_us = r.max_us.max(us as u64);
+        }
+        if rtt <= self.t.slow_rtt {
+            self.slow_since.store(0, Ordering::Relaxed);
+            return false;
+        }
+        let since = self.mark_slow(started + self.t.slow_rtt);
+        started + rtt >= since + self.t.slow_for
+    }
+
+    /// Records that calls have been slow since `at` (keeps an earlier start); returns the start.
+    pub(crate) fn mark_slow(&self, at: Instant) -> Instant {
+        let mine = at.saturating_duration_since(self.base).as_micros() as u64 + 1;
+        let prev = self.slow_since.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |cur| (cur == 0 || cur > mine).then_some(mine));
+        let v = match prev {
+            Ok(_) => mine,
+            Err(cur) => cur,
+        };
+        self.base + Duration::from_micros(v - 1)
+    }
+
+    /// When the current slow spell began, if one is going on.
+    pub(crate) fn slow_since(&self) -> Option<Instant> {
+        match self.slow_since.load(Ordering::Relaxed) {
+            0 => None,
+            v => Some(self.base + Duration::from_micros(v - 1)),
+        }
+    }
+
+    /// normal → local. Returns true for the one caller that made the transition.
+    pub(crate) fn to_local(&self, reason: &str) -> bool {
+        if self.local.compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire).is_err() {
+            return false;
+        }
+        self.counters.to_local.fetch_add(1, Ordering::Relaxed);
+        let mut since = self.since.lock().unwrap_or_else(|p| p.into_inner());
+        tracing::warn!(from = "normal", to = "local", reason, after_ms = since.0.elapsed().as_millis() as u64, "rl: Redis unhealthy; deciding locally");
+        *since = (Instant::now(), reason.to_string());
+        true
+    }
+
+    /// local → normal, by the probe task after the recovery period and the repair.
+    pub(crate) fn to_normal(&self, reason: &str) {
+        self.slow_since.store(0, Ordering::Relaxed);
+        if self.local.compare_exchange(true, false, Ordering::AcqRel, Ordering::Acquire).is_err() {
+            return;
+        }
+        self.counters.to_normal.fetch_add(1, Ordering::Relaxed);
+        let mut since = self.since.lock().unwrap_or_else(|p| p.into_inner());
+        tracing::info!(from = "local", to = "normal", reason, after_ms = since.0.elapsed().as_millis() as u64, "rl: Redis healthy again; deciding on Redis");
+        *since = (Instant::now(), reason.to_string());
+    }
+
+    /// How long the current state has lasted, and why it began.
+    pub(crate) fn state_age(&self) -> (Duration, String) {
+        let since = self.since.lock().unwrap_or_else(|p| p.into_inner());
+        (since.0.elapsed(), since.1.clone())
+    }
+
+    pub(crate) fn rtt(&self) -> RttStats {
+        let r = self.rtt.lock().unwrap_or_else(|p| p.into_inner());
+        let mut sorted = r.samples.clone();
+        drop(r);
+        sorted.sort_unstable();
+        let pick = |q: f64| sorted.get(((sorted.len() as f64 - 1.0) * q).round() as usize).copied().unwrap_or(0) as u64;
+        let r = self.rtt.lock().unwrap_or_else(|p| p.into_inner());
+        RttStats { samples: sorted.len() as u64, last_us: r.last_us, p50_us: pick(0.5), p99_us: pick(0.99), max_us: r.max_us }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn health() -> Health {
+        Health::new(Thresholds {
+            slow_rtt: Duration::from_millis(5),
+            slow_for: Duration::from_millis(100),
+            recover_rtt: Duration::from_millis(2),
+            recover_for: Duration::from_millis(500),
+        })
+    }
+
+    #[test]
+    fn slow_calls_must_last_the_whole_period() {
+        let h = health();
+        let t0 = Instant::now();
+        assert!(!h.observe(t0, Duration::from_millis(20)), "one slow call is not a slow period");
+        assert_eq!(h.slow_since(), Some(t0 + Duration::from_millis(5)));
+        assert!(!h.observe(t0 + Duration::from_millis(50), Duration::from_millis(20)));
+        assert!(h.observe(t0 + Duration::from_millis(90), Duration::from_millis(20)), "slow from 5 ms to 110 ms");
+    }
+
+    #[test]
+    fn a_fast_call_ends_the_slow_spell() {
+        let h = health();
+        let t0 = Instant::now();
+        h.observe(t0, Duration::from_millis(20));
+        assert!(!h.observe(t0 + Duration::from_millis(30), Duration::from_millis(1)));
+        assert_eq!(h.slow_since(), None);
+        assert!(!h.observe(t0 + Duration::from_millis(90), Duration::from_millis(20)), "the spell restarted at 95 ms");
+    }
+
+    #[test]
+    fn transitions_happen_once_and_are_counted() {
+        let h = health();
+        assert!(h.to_local("test"));
+        assert!(!h.to_local("test"), "already local");
+        assert!(h.is_local());
+        h.to_normal("test");
+        h.to_normal("test");
+        assert!(!h.is_local());
+        assert_eq!(h.counters.to_local.load(Ordering::Relaxed), 1);
+        assert_eq!(h.counters.to_normal.load(Ordering::Relaxed), 1);
+    }
+}

@@ -1,0 +1,355 @@
+//! Three Cluster masters without replicas: enough for keys to live on
+//! different nodes and for slots to move under a client's feet, which is
+//! what rl's Cluster support has to survive.
+
+use std::io;
+use std::thread::sleep;
+use std::time::Duration;
+
+use crate::poll::{expect_ok, poll};
+use crate::resp::RespValue;
+use crate::server::{RedisServer, ServerOptions};
+
+pub const SLOT_COUNT: u16 = 16384;
+
+/// The split `redis-cli --cluster create` would make for three masters.
+const SLOT_RANGES: [(u16, u16); 3] = [(0, 5460), (5461, 10922), (10923, 16383)];
+const START_TIMEOUT: Duration = Duration::from_secs(15);
+/// MIGRATE's own timeout, in milliseconds, for one batch of keys.
+const MIGRATE_TIMEOUT_MS: &str = "5000";
+const MIGRATE_BATCH: usize = 100;
+
+/// Stopped on drop.
+#[derive(Debug)]
+pub struct Cluster {
+    nodes: Vec<RedisServer>,
+}
+
+impl Cluster {
+    pub fn start() -> io::Result<Self> {
+        Self::start_with(ServerOptions::default())
+    }
+
+    /// Wired without redis-cli (which a host may lack even with redis-server):
+    /// each node takes its slots, then node 0 introduces the others.
+    pub fn start_with(options: ServerOptions) -> io::Result<Self> {
+        options.reject_password("cluster")?;
+        // nodes.conf is relative to --dir, which redis-server chdirs into, so
+        // each node gets its own and it is removed with the directory.
+        let node_options = options.with_leading_args([
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            "nodes.conf",
+            "--cluster-node-timeout",
+            "2000",
+        ]);
+        let mut cluster = Cluster { nodes: Vec::new() };
+        for _ in SLOT_RANGES {
+            cluster
+                .nodes
+                .push(RedisServer::start_with(node_options.clone())?);
+        }
+        for (epoch, (node, (first, last))) in cluster.nodes.iter().zip(SLOT_RANGES).enumerate() {
+            let (first, last) = (first.to_string(), last.to_string());
+            expect_ok(
+                node,
+                &[
+                    b"CLUSTER",
+                    b"ADDSLOTSRANGE",
+                    first.as_bytes(),
+                    last.as_bytes(),
+                ],
+            )?;
+            // Distinct epochs up front, as redis-cli does; otherwise the nodes
+            // first have to resolve an epoch collision among themselves.
+            let epoch = (epoch + 1).to_string();
+            expect_ok(node, &[b"CLUSTER", b"SET-CONFIG-EPOCH", epoch.as_bytes()])?;
+        }
+        for node in &cluster.nodes[1..] {
+            let port = node.port().to_string();
+            expect_ok(
+                &cluster.nodes[0],
+                &[b"CLUSTER", b"MEET", b"127.0.0.1", port.as_bytes()],
+            )?;
+        }
+        poll(START_TIMEOUT, "cluster_state:ok on every node", || {
+            cluster.nodes.iter().try_for_each(sees_whole_cluster)
+        })?;
+        Ok(cluster)
+    }
+
+    /// Every node is a seed, as a client would be configured.
+    pub fn url(&self) -> String {
+        let hosts: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|node| format!("127.0.0.1:{}", node.port()))
+            .collect();
+        format!("redis+cluster://{}", hosts.join(","))
+    }
+
+    pub fn nodes(&self) -> &[RedisServer] {
+        &self.nodes
+    }
+
+    pub fn nodes_mut(&mut self) -> &mut [RedisServer] {
+        &mut self.nodes
+    }
+
+    /// The node's Cluster id (CLUSTER MYID), which SETSLOT takes.
+    pub fn node_id(&self, index: usize) -> io::Result<String> {
+        let node = self.node(index)?;
+        match node.command(&[b"CLUSTER", b"MYID"])? {
+            reply @ (RespValue::Bulk(_) | RespValue::Simple(_)) => {
+                Ok(reply.as_str().unwrap_or_default().to_string())
+            }
+            other => Err(io::Error::other(format!(
+                "CLUSTER MYID on port {} answered {other:?}",
+                node.port()
+            ))),
+        }
+    }
+
+    /// Index into `nodes()` of the slot's owner, as node 0 sees it.
+    pub fn slot_owner(&self, slot: u16) -> io::Result<usize> {
+        let reply = self.nodes[0].command(&[b"CLUSTER", b"SLOTS"])?;
+        let RespValue::Array(ranges) = &reply else {
+            return Err(io::Error::other(format!(
+                "CLUSTER SLOTS answered {reply:?}"
+            )));
+        };
+        let slot = i64::from(slot);
+        let port = ranges.iter().find_map(|range| match range {
+            // [first, last, [ip, port, id, ...], replicas...]
+            RespValue::Array(r) if r.len() >= 3 => {
+                let (first, last) = (r[0].as_int()?, r[1].as_int()?);
+                let RespValue::Array(master) = &r[2] else {
+                    return None;
+                };
+                (first..=last)
+                    .contains(&slot)
+                    .then(|| master.get(1)?.as_int())?
+            }
+            _ => None,
+        });
+        let port = port.ok_or_else(|| {
+            io::Error::new(io::ErrorKind::NotFound, format!("no node owns slot {slot}"))
+        })?;
+        self.nodes
+            .iter()
+            .position(|node| i64::from(node.port()) == port)
+            .ok_or_else(|| io::Error::other(format!("slot {slot} is owned by unknown port {port}")))
+    }
+
+    /// Index of the node that owns `key`'s slot.
+    pub fn key_owner(&self, key: &[u8]) -> io::Result<usize> {
+        self.slot_owner(key_slot(key))
+    }
+
+    /// Moves `slot` and its keys to node `to` with the documented
+    /// live-resharding steps, so clients see the same ASK/MOVED replies as
+    /// during a real `redis-cli --cluster reshard`.
+    pub fn migrate_slot(&self, slot: u16, to: usize) -> io::Result<()> {
+        self.migrate_slot_slowly(slot, to, Duration::ZERO, MIGRATE_BATCH)
+    }
+
+    /// `migrate_slot`, but moving `batch` keys at a time with `pause` between
+    /// batches, so a test can run traffic while the slot is half-migrated
+    /// (the source answers `-ASK` for keys already moved).
+    pub fn migrate_slot_slowly(
+        &self,
+        slot: u16,
+        to: usize,
+        pause: Duration,
+        batch: usize,
+    ) -> io::Result<()> {
+        if slot >= SLOT_COUNT {
+            return Err(invalid(format!("slot {slot} is not below {SLOT_COUNT}")));
+        }
+        let target = self.node(to)?;
+        let from = self.slot_owner(slot)?;
+        if from == to {
+            return Err(invalid(format!("slot {slot} is already on node {to}")));
+        }
+        let source = &self.nodes[from];
+        let (source_id, target_id) = (self.node_id(from)?, self.node_id(to)?);
+        let slot_arg = slot.to_string();
+        let setslot = |node: &RedisServer, state: &[u8], id: &str| {
+            expect_ok(
+                node,
+                &[
+                    b"CLUSTER",
+                    b"SETSLOT",
+                    slot_arg.as_bytes(),
+                    state,
+                    id.as_bytes(),
+                ],
+            )
+        };
+        // Importing first: the source starts sending -ASK to the target as
+        // soon as it is migrating, and the target must accept those clients.
+        setslot(target, b"IMPORTING", &source_id)?;
+        setslot(source, b"MIGRATING", &target_id)?;
+        let (target_port, count) = (target.port().to_string(), batch.max(1).to_string());
+        for round in 0.. {
+            let keys = match source.command(&[
+                b"CLUSTER",
+                b"GETKEYSINSLOT",
+                slot_arg.as_bytes(),
+                count.as_bytes(),
+            ])? {
+                RespValue::Array(keys) => keys,
+                other => {
+                    return Err(io::Error::other(format!(
+                        "GETKEYSINSLOT answered {other:?}"
+                    )))
+                }
+            };
+            if keys.is_empty() {
+                break;
+            }
+            if round > 0 {
+                sleep(pause);
+            }
+            let mut args: Vec<&[u8]> = vec![
+                b"MIGRATE",
+                b"127.0.0.1",
+                target_port.as_bytes(),
+                b"",
+                b"0",
+                MIGRATE_TIMEOUT_MS.as_bytes(),
+                b"KEYS",
+            ];
+            args.extend(keys.iter().filter_map(RespValue::as_bytes));
+            match source.command(&args)? {
+                RespValue::Simple(s) if s == "OK" || s == "NOKEY" => {}
+                other => return Err(io::Error::other(format!("MIGRATE answered {other:?}"))),
+            }
+        }
+        // Target first so it owns the slot before the source starts sending
+        // -MOVED there; the third node is told too instead of waiting for gossip.
+        setslot(target, b"NODE", &target_id)?;
+        setslot(source, b"NODE", &target_id)?;
+        for (i, node) in self.nodes.iter().enumerate() {
+            if i != from && i != to {
+                setslot(node, b"NODE", &target_id)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Stops every node, reporting the first failure but still trying the rest.
+    pub fn stop(&mut self) -> io::Result<()> {
+        let mut result = Ok(());
+        for node in &mut self.nodes {
+            let stopped = node.stop();
+            if result.is_ok() {
+                result = stopped;
+            }
+        }
+        result
+    }
+
+    fn node(&self, index: usize) -> io::Result<&RedisServer> {
+        self.nodes.get(index).ok_or_else(|| {
+            invalid(format!(
+                "no node {index}; the cluster has {}",
+                self.nodes.len()
+            ))
+        })
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = self.stop();
+    }
+}
+
+/// The hash slot Redis Cluster puts `key` in: CRC16 (XMODEM) of the key, or
+/// of the first non-empty `{...}` in it, modulo 16384. Tests use it to put
+/// keys on chosen nodes, and to co-locate keys with a hash tag.
+pub fn key_slot(key: &[u8]) -> u16 {
+    let tagged = key.iter().position(|&b| b == b'{').and_then(|open| {
+        let rest = &key[open + 1..];
+        let len = rest.iter().position(|&b| b == b'}')?;
+        (len > 0).then(|| &rest[..len])
+    });
+    crc16_xmodem(tagged.unwrap_or(key)) % SLOT_COUNT
+}
+
+/// Polynomial 0x1021, initial value 0, no reflection: the CRC Redis uses.
+fn crc16_xmodem(data: &[u8]) -> u16 {
+    data.iter().fold(0, |crc, &byte| {
+        (0..8).fold(crc ^ (u16::from(byte) << 8), |crc, _| {
+            if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            }
+        })
+    })
+}
+
+/// The node serves all slots and knows the other two masters.
+fn sees_whole_cluster(node: &RedisServer) -> Result<(), String> {
+    let info = node
+        .command(&[b"CLUSTER", b"INFO"])
+        .map_err(|e| format!("CLUSTER INFO on port {}: {e}", node.port()))?;
+    let info = info.as_str().unwrap_or_default();
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|l| l.trim().strip_prefix(name)?.strip_prefix(':'))
+            .unwrap_or("?")
+    };
+    let (state, known, size) = (
+        field("cluster_state"),
+        field("cluster_known_nodes"),
+        field("cluster_size"),
+    );
+    if state == "ok" && known == "3" && size == "3" {
+        Ok(())
+    } else {
+        Err(format!(
+            "node {}: cluster_state:{state} cluster_known_nodes:{known} cluster_size:{size}",
+            node.port()
+        ))
+    }
+}
+
+fn invalid(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, msg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_slot_matches_redis() {
+        // Values from the Cluster spec and CLUSTER KEYSLOT.
+        assert_eq!(crc16_xmodem(b"123456789"), 0x31C3);
+        assert_eq!(key_slot(b"123456789"), 12739);
+        assert_eq!(key_slot(b"foo"), 12182);
+        assert_eq!(key_slot(b""), 0);
+    }
+
+    #[test]
+    fn hash_tags_follow_the_spec() {
+        assert_eq!(
+            key_slot(b"{user1000}.following"),
+            key_slot(b"{user1000}.followers")
+        );
+        assert_eq!(key_slot(b"{user1000}.following"), key_slot(b"user1000"));
+        // Only the first '{' counts, up to the first '}' after it.
+        assert_eq!(key_slot(b"foo{{bar}}zap"), key_slot(b"{bar"));
+        assert_eq!(key_slot(b"foo{bar}{zap}"), key_slot(b"bar"));
+        // An empty tag or an unclosed brace hashes the whole key.
+        assert_eq!(
+            key_slot(b"foo{}{bar}"),
+            crc16_xmodem(b"foo{}{bar}") % SLOT_COUNT
+        );
+        assert_eq!(key_slot(b"foo{bar"), crc16_xmodem(b"foo{bar") % SLOT_COUNT);
+    }
+}
