@@ -59,4 +59,13 @@ impl Limiter {
     pub fn ping(&self) -> Result<()> {
         runtime::block_on(self.inner.ping())?
     }
+
+    /// See [`crate::Limiter::stats`]; never waits.
+    pub fn stats(&self) -> crate::Stats {
+        self.inner.stats()
+    }
+
+    pub fn instance_id(&self) -> Option<&str> {
+        self.inner.instance_id()
+    }
 }

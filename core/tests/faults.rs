@@ -21,10 +21,13 @@ fn script_flush_between_calls_reloads_transparently() {
     assert_eq!(l.peek("flush", 3, 10_000).unwrap().used, 3);
 }
 
+// With the local fallback off (`local_fallback: false`), callers see typed errors; the fallback
+// itself is tested in `resilience.rs`.
+
 #[test]
 fn redis_not_running_is_backend_unavailable_within_the_timeout() {
     let port = rl_harness::free_port().unwrap();
-    let options = Options { request_timeout: SHORT, connect_timeout: SHORT, ..Options::default() };
+    let options = Options { request_timeout: SHORT, connect_timeout: SHORT, local_fallback: false, ..Options::default() };
     let l = rl_core::blocking::Limiter::open(Some(&format!("redis://127.0.0.1:{port}/")), options).unwrap();
     for _ in 0..3 {
         let start = Instant::now();
@@ -38,7 +41,7 @@ fn redis_not_running_is_backend_unavailable_within_the_timeout() {
 #[test]
 fn frozen_redis_times_out_then_recovers_when_thawed() {
     let mut server = server();
-    let options = Options { request_timeout: SHORT, ..Options::default() };
+    let options = Options { request_timeout: SHORT, local_fallback: false, ..Options::default() };
     let l = blocking_with(&server, options);
     assert!(l.acquire("frozen", 10, 60_000, 1).unwrap().allowed);
     server.freeze().unwrap();
@@ -65,7 +68,7 @@ fn frozen_redis_times_out_then_recovers_when_thawed() {
 #[test]
 fn limiter_recovers_after_redis_restarts() {
     let mut server = server();
-    let options = Options { request_timeout: SHORT, connect_timeout: SHORT, ..Options::default() };
+    let options = Options { request_timeout: SHORT, connect_timeout: SHORT, local_fallback: false, ..Options::default() };
     let l = blocking_with(&server, options);
     assert!(l.acquire("restart", 10, 60_000, 1).unwrap().allowed);
     server.kill().unwrap();
