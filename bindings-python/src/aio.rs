@@ -29,6 +29,7 @@ use crate::decision::Decision;
 use crate::errors;
 use crate::lifecycle;
 use crate::options;
+use crate::stats::Stats;
 use crate::sync::Slot;
 
 enum Outcome {
@@ -220,16 +221,44 @@ const WHAT: &str = "AsyncLimiter";
 #[pymethods]
 impl AsyncCore {
     #[new]
-    #[pyo3(signature = (url=None, *, key_prefix=None, connect_timeout_ms=None, request_timeout_ms=None, max_clock_skew_ms=None))]
-    fn new(
-        py: Python<'_>,
-        url: Option<&Bound<'_, PyAny>>,
-        key_prefix: Option<&Bound<'_, PyAny>>,
-        connect_timeout_ms: Option<&Bound<'_, PyAny>>,
-        request_timeout_ms: Option<&Bound<'_, PyAny>>,
-        max_clock_skew_ms: Option<&Bound<'_, PyAny>>,
+    #[pyo3(signature = (url=None, *, key_prefix=None, connect_timeout_ms=None, request_timeout_ms=None, max_clock_skew_ms=None,
+        retry_delay_ms=None, local_fallback=None, degrade_rtt_ms=None, degrade_after_ms=None, recover_rtt_ms=None,
+        recover_after_ms=None, instances=None, local_max_keys=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new<'py>(
+        py: Python<'py>,
+        url: Option<Bound<'py, PyAny>>,
+        key_prefix: Option<Bound<'py, PyAny>>,
+        connect_timeout_ms: Option<Bound<'py, PyAny>>,
+        request_timeout_ms: Option<Bound<'py, PyAny>>,
+        max_clock_skew_ms: Option<Bound<'py, PyAny>>,
+        retry_delay_ms: Option<Bound<'py, PyAny>>,
+        local_fallback: Option<Bound<'py, PyAny>>,
+        degrade_rtt_ms: Option<Bound<'py, PyAny>>,
+        degrade_after_ms: Option<Bound<'py, PyAny>>,
+        recover_rtt_ms: Option<Bound<'py, PyAny>>,
+        recover_after_ms: Option<Bound<'py, PyAny>>,
+        instances: Option<Bound<'py, PyAny>>,
+        local_max_keys: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Self> {
-        let opened = options::open(py, url, key_prefix, connect_timeout_ms, request_timeout_ms, max_clock_skew_ms)?;
+        let opened = options::open(
+            py,
+            options::Args {
+                url,
+                key_prefix,
+                connect_timeout_ms,
+                request_timeout_ms,
+                max_clock_skew_ms,
+                retry_delay_ms,
+                local_fallback,
+                degrade_rtt_ms,
+                degrade_after_ms,
+                recover_rtt_ms,
+                recover_after_ms,
+                instances,
+                local_max_keys,
+            },
+        )?;
         Ok(AsyncCore { slot: Slot::new(opened) })
     }
 
@@ -317,6 +346,16 @@ impl AsyncCore {
         let key = convert::key(key)?;
         let l = self.slot.get(py, WHAT)?;
         Ok(PyBytes::new(py, &l.redis_key(key.as_bytes())))
+    }
+
+    /// See `Limiter.stats`: never waits, so it is not a coroutine.
+    fn stats(&self, py: Python<'_>) -> PyResult<Stats> {
+        self.slot.stats(py, WHAT)
+    }
+
+    #[getter]
+    fn instance_id(&self) -> Option<&str> {
+        self.slot.instance_id.as_deref()
     }
 
     #[getter]

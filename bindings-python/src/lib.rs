@@ -9,6 +9,7 @@ mod decision;
 mod errors;
 mod lifecycle;
 mod options;
+mod stats;
 mod sync;
 
 use pyo3::prelude::*;
@@ -16,6 +17,7 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _rl(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<decision::Decision>()?;
+    m.add_class::<stats::Stats>()?;
     m.add_class::<sync::Limiter>()?;
     m.add_class::<aio::AsyncCore>()?;
     m.add_class::<aio::Bridge>()?;

@@ -11,6 +11,7 @@ use crate::decision::Decision;
 use crate::errors;
 use crate::lifecycle;
 use crate::options;
+use crate::stats::Stats;
 
 /// The limiter a binding object holds, shared by the sync and async classes: `None` once closed.
 /// The mutex is only ever taken with the GIL held and never across a blocking call, so it is
@@ -19,16 +20,20 @@ pub(crate) struct Slot {
     inner: Mutex<Option<rl_core::blocking::Limiter>>,
     pub memory: bool,
     pub target: String,
+    /// This limiter's id in the fleet's heartbeats (None for memory); kept after close().
+    pub instance_id: Option<String>,
     generation: u64,
 }
 
 impl Slot {
     pub fn new(opened: options::Opened) -> Slot {
         let memory = opened.limiter.backend() == rl_core::BackendKind::Memory;
+        let instance_id = opened.limiter.instance_id().map(str::to_owned);
         Slot {
             inner: Mutex::new(Some(opened.limiter)),
             memory,
             target: opened.target,
+            instance_id,
             generation: lifecycle::generation(),
         }
     }
@@ -38,6 +43,11 @@ impl Slot {
             Some(l) => Ok(l.clone()),
             None => Err(errors::closed(py, what)),
         }
+    }
+
+    /// The limiter's `Stats` (no I/O, never waits); LimiterClosed after close().
+    pub fn stats(&self, py: Python<'_>, what: &str) -> PyResult<Stats> {
+        Ok(Stats::from(self.get(py, what)?.stats()))
     }
 
     pub fn is_closed(&self) -> bool {
@@ -69,9 +79,12 @@ impl Drop for Slot {
 
 /// The synchronous limiter: at most `limit` permits in any `window_ms` span per key. Thread-safe
 /// (calls release the GIL while they wait on Redis; make one per process and share it).
-/// `url=None` or "memory://" is the in-process memory backend; redis://, rediss:// and unix://
-/// URLs use Redis, connected on first use. Options left out (or None) take the defaults:
-/// key_prefix "rl:", connect_timeout_ms 500, request_timeout_ms 500, max_clock_skew_ms 1000.
+/// `url=None` or "memory://" is the in-process memory backend; redis://, rediss://, unix://,
+/// redis+sentinel:// and redis+cluster:// URLs use Redis, connected on first use. Options left out
+/// (or None) take the core's defaults: key_prefix "rl:", connect_timeout_ms 500,
+/// request_timeout_ms 500, max_clock_skew_ms 1000, retry_delay_ms 50, local_fallback True,
+/// degrade_rtt_ms 5, degrade_after_ms 100, recover_rtt_ms 2, recover_after_ms 500, instances None
+/// (counted from the fleet's heartbeats), local_max_keys 10000.
 #[pyclass(module = "rl", name = "Limiter", frozen, weakref)]
 pub(crate) struct Limiter {
     slot: Slot,
@@ -82,16 +95,44 @@ const WHAT: &str = "Limiter";
 #[pymethods]
 impl Limiter {
     #[new]
-    #[pyo3(signature = (url=None, *, key_prefix=None, connect_timeout_ms=None, request_timeout_ms=None, max_clock_skew_ms=None))]
-    fn new(
-        py: Python<'_>,
-        url: Option<&Bound<'_, PyAny>>,
-        key_prefix: Option<&Bound<'_, PyAny>>,
-        connect_timeout_ms: Option<&Bound<'_, PyAny>>,
-        request_timeout_ms: Option<&Bound<'_, PyAny>>,
-        max_clock_skew_ms: Option<&Bound<'_, PyAny>>,
+    #[pyo3(signature = (url=None, *, key_prefix=None, connect_timeout_ms=None, request_timeout_ms=None, max_clock_skew_ms=None,
+        retry_delay_ms=None, local_fallback=None, degrade_rtt_ms=None, degrade_after_ms=None, recover_rtt_ms=None,
+        recover_after_ms=None, instances=None, local_max_keys=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new<'py>(
+        py: Python<'py>,
+        url: Option<Bound<'py, PyAny>>,
+        key_prefix: Option<Bound<'py, PyAny>>,
+        connect_timeout_ms: Option<Bound<'py, PyAny>>,
+        request_timeout_ms: Option<Bound<'py, PyAny>>,
+        max_clock_skew_ms: Option<Bound<'py, PyAny>>,
+        retry_delay_ms: Option<Bound<'py, PyAny>>,
+        local_fallback: Option<Bound<'py, PyAny>>,
+        degrade_rtt_ms: Option<Bound<'py, PyAny>>,
+        degrade_after_ms: Option<Bound<'py, PyAny>>,
+        recover_rtt_ms: Option<Bound<'py, PyAny>>,
+        recover_after_ms: Option<Bound<'py, PyAny>>,
+        instances: Option<Bound<'py, PyAny>>,
+        local_max_keys: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Self> {
-        let opened = options::open(py, url, key_prefix, connect_timeout_ms, request_timeout_ms, max_clock_skew_ms)?;
+        let opened = options::open(
+            py,
+            options::Args {
+                url,
+                key_prefix,
+                connect_timeout_ms,
+                request_timeout_ms,
+                max_clock_skew_ms,
+                retry_delay_ms,
+                local_fallback,
+                degrade_rtt_ms,
+                degrade_after_ms,
+                recover_rtt_ms,
+                recover_after_ms,
+                instances,
+                local_max_keys,
+            },
+        )?;
         Ok(Limiter { slot: Slot::new(opened) })
     }
 
@@ -153,6 +194,18 @@ impl Limiter {
         let key = convert::key(key)?;
         let l = self.slot.get(py, WHAT)?;
         Ok(PyBytes::new(py, &l.redis_key(key.as_bytes())))
+    }
+
+    /// Which path decides now, per-path counters, state transitions, Redis round trips. Never
+    /// waits (no I/O); raises LimiterClosed after close().
+    fn stats(&self, py: Python<'_>) -> PyResult<Stats> {
+        self.slot.stats(py, WHAT)
+    }
+
+    /// This limiter's id in the fleet's heartbeats in Redis; None for the memory backend.
+    #[getter]
+    fn instance_id(&self) -> Option<&str> {
+        self.slot.instance_id.as_deref()
     }
 
     /// "redis" or "memory".

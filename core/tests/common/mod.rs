@@ -54,3 +54,77 @@ pub fn runtime() -> tokio::runtime::Runtime {
 }
 
 pub const SHORT: Duration = Duration::from_millis(200);
+
+/// One decision of a simulated fleet: who asked, when, how long it took and what came back.
+#[derive(Debug, Clone)]
+pub struct Record {
+    pub instance: usize,
+    pub started: std::time::Instant,
+    pub latency: Duration,
+    pub result: Result<rl_core::Decision, rl_core::Error>,
+}
+
+impl Record {
+    pub fn done(&self) -> std::time::Instant {
+        self.started + self.latency
+    }
+    pub fn mode(&self) -> Option<rl_core::Mode> {
+        self.result.as_ref().ok().map(|d| d.mode)
+    }
+    pub fn admitted(&self) -> Option<(u64, u64)> {
+        match &self.result {
+            Ok(d) if d.allowed => Some((d.now_ms, 1)),
+            _ => None,
+        }
+    }
+}
+
+/// Offers `rate` acquires per second per limiter on `key` for `duration`, open loop (a slow call
+/// does not slow the offered load), and returns every decision.
+pub async fn drive(limiters: &[Limiter], key: &str, limit: u64, window_ms: u64, rate: u64, duration: Duration) -> Vec<Record> {
+    let out = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for (i, l) in limiters.iter().enumerate() {
+        let (l, out, key) = (l.clone(), out.clone(), key.to_string());
+        tasks.push(tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_micros(1_000_000 / rate));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let end = std::time::Instant::now() + duration;
+            let mut calls = Vec::new();
+            while std::time::Instant::now() < end {
+                tick.tick().await;
+                let (l, out, key) = (l.clone(), out.clone(), key.clone());
+                calls.push(tokio::spawn(async move {
+                    let started = std::time::Instant::now();
+                    let result = l.acquire(&key, limit, window_ms, 1).await;
+                    out.lock().unwrap().push(Record { instance: i, started, latency: started.elapsed(), result });
+                }));
+            }
+            for c in calls {
+                c.await.unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let mut v = std::mem::take(&mut *out.lock().unwrap());
+    v.sort_by_key(|r| r.started);
+    v
+}
+
+/// Decisions per mode, as "normal 1234, local 56".
+pub fn per_mode(records: &[Record]) -> String {
+    let count = |m: rl_core::Mode| records.iter().filter(|r| r.mode() == Some(m)).count();
+    let errors = records.iter().filter(|r| r.result.is_err()).count();
+    format!("normal {}, local {}, errors {}", count(rl_core::Mode::Normal), count(rl_core::Mode::Local), errors)
+}
+
+/// Waits until `f` holds, or panics with `what`.
+pub fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + timeout;
+    while !f() {
+        assert!(std::time::Instant::now() < deadline, "timed out waiting: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

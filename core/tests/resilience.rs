@@ -1,0 +1,286 @@
+//! The degradation state machine and the local fallback against a real redis-server: frozen,
+//! down at startup, out of memory, read-only; retry; bounded local state; clock skew. Lines that
+//! start with `REPORT` are the measured figures quoted in the scenario table (run with
+//! `--nocapture` to see them).
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::*;
+use rl_core::audit::max_in_any_window;
+use rl_core::{Clock, ErrorKind, Limiter, Mode, Options};
+
+fn signal(pid: u32, sig: i32) {
+    assert_eq!(unsafe { libc::kill(pid as i32, sig) }, 0, "kill({pid}, {sig})");
+}
+
+#[test]
+fn frozen_redis_goes_local_within_the_period_and_back_only_after_recovery() {
+    let server = server();
+    let rt = runtime();
+    let (n, limit, window) = (4usize, 400u64, 1000u64);
+    let limiters: Vec<Limiter> = (0..n).map(|_| limiter(&server)).collect();
+    rt.block_on(async {
+        for l in &limiters {
+            l.acquire("warm-up", 1000, 1000, 1).await.unwrap();
+        }
+    });
+    wait_until("every instance sees 4 live instances", Duration::from_secs(5), || limiters.iter().all(|l| l.stats().instances == n as u64));
+    let options = Options::default();
+
+    let pid = server.pid();
+    let events = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1500));
+        let frozen = Instant::now();
+        signal(pid, libc::SIGSTOP);
+        std::thread::sleep(Duration::from_millis(1500));
+        signal(pid, libc::SIGCONT);
+        (frozen, Instant::now())
+    });
+    // 2x the limit: 4 instances x 200/s against 400/s.
+    let records = rt.block_on(drive(&limiters, "frozen", limit, window, 200, Duration::from_millis(4500)));
+    let (frozen_at, thawed_at) = events.join().unwrap();
+
+    assert!(records.iter().all(|r| r.result.is_ok()), "a call failed: {:?}", records.iter().find(|r| r.result.is_err()));
+    let slowest = records.iter().map(|r| r.latency).max().unwrap();
+    assert!(slowest <= options.request_timeout, "a call waited {slowest:?}, beyond the request timeout");
+
+    let first_local = records.iter().filter(|r| r.mode() == Some(Mode::Local)).map(|r| r.done()).min().expect("no local decision");
+    let fallback = first_local.saturating_duration_since(frozen_at);
+    let allowed = options.degrade_rtt + options.degrade_after + Duration::from_millis(150);
+    assert!(fallback <= allowed, "fell back after {fallback:?}; configured {:?} + {:?}", options.degrade_rtt, options.degrade_after);
+
+    let first_normal_after = records
+        .iter()
+        .filter(|r| r.started > thawed_at && r.mode() == Some(Mode::Normal))
+        .map(|r| r.started)
+        .min()
+        .expect("never returned to normal");
+    let recovery = first_normal_after - thawed_at;
+    assert!(recovery >= options.recover_after, "back to normal {recovery:?} after the thaw, before recover_after");
+    assert!(recovery <= options.recover_after + Duration::from_millis(1000), "back to normal only {recovery:?} after the thaw");
+    for l in &limiters {
+        assert_eq!(l.stats().mode, Mode::Normal);
+        assert_eq!(l.stats().transitions_to_local, 1, "no flapping: {:?}", l.stats());
+        assert_eq!(l.stats().transitions_to_normal, 1, "no flapping: {:?}", l.stats());
+    }
+
+    // Each instance's local decisions stay within its share, counting what it had admitted
+    // through Redis in the same window.
+    let budget = limit / n as u64;
+    let mut worst_local = 0;
+    for i in 0..n {
+        let local: Vec<_> = records.iter().filter(|r| r.instance == i && r.mode() == Some(Mode::Local)).filter_map(|r| r.admitted()).collect();
+        worst_local = worst_local.max(max_in_any_window(&local, window));
+    }
+    assert!(worst_local <= budget, "an instance admitted {worst_local} locally in one window; budget {budget}");
+    let all: Vec<_> = records.iter().filter_map(|r| r.admitted()).collect();
+    let max = max_in_any_window(&all, window);
+    assert!(max <= limit + limit / n as u64, "{max} admitted in one window; bound {}", limit + limit / n as u64);
+    let repaired: u64 = limiters.iter().map(|l| l.stats().repaired_permits).sum();
+    println!(
+        "REPORT frozen Redis (SIGSTOP 1.5 s), 4 instances x 200/s, limit {limit}/{window} ms: fell back {} ms after the freeze \
+         (configured {} + {} ms); back to normal {} ms after the thaw (recover_after {} ms); slowest call {} ms; decisions {}; \
+         max admitted in any window {max} (limit {limit}); worst local admissions per instance per window {worst_local} (budget {budget}); \
+         permits repaired into Redis {repaired}",
+        fallback.as_millis(),
+        options.degrade_rtt.as_millis(),
+        options.degrade_after.as_millis(),
+        recovery.as_millis(),
+        options.recover_after.as_millis(),
+        slowest.as_millis(),
+        per_mode(&records)
+    );
+}
+
+#[test]
+fn redis_down_at_startup_decides_locally_then_writes_local_permits_back() {
+    let mut server = server();
+    server.kill().unwrap();
+    let options = Options { instances: Some(2), ..Options::default() };
+    let l = rl_core::blocking::Limiter::open(Some(&server.url()), options).unwrap();
+    let started = Instant::now();
+    let d = l.acquire("startup", 100, 60_000, 1).unwrap();
+    assert_eq!(d.mode, Mode::Local);
+    assert!(started.elapsed() >= Options::default().retry_delay, "decided locally before the retry");
+    for i in 2..=50 {
+        let d = l.acquire("startup", 100, 60_000, 1).unwrap();
+        assert!(d.allowed && d.mode == Mode::Local && d.used == i && d.remaining == 50 - i, "{i}: {d:?}");
+    }
+    let d = l.acquire("startup", 100, 60_000, 1).unwrap();
+    assert!(!d.allowed && d.retry_after_ms > 0, "the budget is 100 / 2 instances: {d:?}");
+    let s = l.stats();
+    assert_eq!((s.mode, s.transitions_to_local, s.decisions_local, s.instances), (Mode::Local, 1, 51, 2), "{s:?}");
+    assert!(s.redis_errors >= 1 && s.retries >= 1, "{s:?}");
+
+    server.restart().unwrap();
+    wait_until("back to normal", Duration::from_secs(5), || l.stats().mode == Mode::Normal);
+    let s = l.stats();
+    assert_eq!(s.repaired_permits, 50, "{s:?}");
+    let fresh = blocking_with(&server, Options { local_fallback: false, ..Options::default() });
+    let d = fresh.peek("startup", 100, 60_000).unwrap();
+    assert_eq!(d.used, 50, "Redis holds the permits admitted while it was down");
+    // Idempotent: another flush of the same permits adds nothing.
+    let d = l.acquire("startup", 100, 60_000, 1).unwrap();
+    assert_eq!((d.mode, d.used), (Mode::Normal, 51));
+}
+
+#[test]
+fn out_of_memory_redis_goes_local_or_gives_a_typed_error_never_a_crash() {
+    let server = server();
+    let warm = blocking_with(&server, Options::default());
+    assert!(warm.acquire("oom", 10, 60_000, 1).unwrap().allowed);
+    cmd(&server, &[b"CONFIG", b"SET", b"maxmemory-policy", b"noeviction"]);
+    cmd(&server, &[b"CONFIG", b"SET", b"maxmemory", b"1"]);
+
+    let strict = blocking_with(&server, Options { local_fallback: false, ..Options::default() });
+    let e = strict.acquire("oom-new", 10, 60_000, 1).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::BackendUnavailable, "{e}");
+    assert!(e.to_string().contains("OOM"), "{e}");
+
+    let d = warm.acquire("oom-new", 10, 60_000, 1).unwrap();
+    assert_eq!(d.mode, Mode::Local, "{d:?}");
+    // The probe writes (a heartbeat), so an OOM Redis does not look healthy.
+    std::thread::sleep(Duration::from_millis(1200));
+    assert_eq!(warm.stats().mode, Mode::Local, "{:?}", warm.stats());
+
+    cmd(&server, &[b"CONFIG", b"SET", b"maxmemory", b"0"]);
+    wait_until("back to normal once memory is available", Duration::from_secs(5), || warm.stats().mode == Mode::Normal);
+    assert_eq!(warm.acquire("oom-new", 10, 60_000, 1).unwrap().mode, Mode::Normal);
+    println!("REPORT OOM (maxmemory 1 byte, noeviction): fallback off -> {:?}; fallback on -> local until maxmemory was lifted, then normal", e.kind());
+}
+
+#[test]
+fn a_read_only_primary_is_retried_once_after_the_delay() {
+    let server = server();
+    let nowhere = rl_harness::free_port().unwrap();
+    let options = Options {
+        local_fallback: false,
+        retry_delay: Duration::from_millis(300),
+        request_timeout: Duration::from_secs(2),
+        ..Options::default()
+    };
+    let l = blocking_with(&server, options);
+    assert!(l.acquire("ro", 10, 60_000, 1).unwrap().allowed);
+    cmd(&server, &[b"REPLICAOF", b"127.0.0.1", nowhere.to_string().as_bytes()]);
+    let e = l.acquire("ro", 10, 60_000, 1).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::BackendUnavailable, "{e}");
+    assert!(e.to_string().to_lowercase().contains("read only"), "{e}");
+    assert_eq!((l.stats().retries, l.stats().redis_errors), (1, 2));
+
+    // Promoted back while the call waits for its retry: the retry succeeds.
+    let port = server.port();
+    let promote = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        let mut c = rl_harness::Connection::open(([127, 0, 0, 1], port).into(), None, Duration::from_secs(1)).unwrap();
+        c.command(&[b"REPLICAOF", b"NO", b"ONE"]).unwrap();
+    });
+    let started = Instant::now();
+    let d = l.acquire("ro", 10, 60_000, 1).unwrap();
+    promote.join().unwrap();
+    assert!(d.allowed && d.mode == Mode::Normal && d.used == 2, "{d:?}");
+    assert!(started.elapsed() >= Duration::from_millis(300), "answered before the retry delay");
+    assert_eq!(l.stats().retries, 2);
+}
+
+#[test]
+fn local_state_is_bounded_however_many_keys_arrive() {
+    let mut server = server();
+    server.kill().unwrap();
+    let l = rl_core::blocking::Limiter::open(Some(&server.url()), Options { local_max_keys: 1000, instances: Some(1), ..Options::default() }).unwrap();
+    for i in 0..20_000 {
+        let d = l.acquire(format!("many-{i}"), 10, 60_000, 1).unwrap();
+        assert!(d.allowed && d.mode == Mode::Local);
+    }
+    let s = l.stats();
+    assert!(s.local_keys <= 1000 + 16, "{} keys kept", s.local_keys);
+    assert_eq!(s.decisions_local, 20_000);
+}
+
+#[test]
+fn invalid_fallback_options_are_refused_by_name() {
+    let cases: Vec<(Options, &str)> = vec![
+        (Options { retry_delay: Duration::from_secs(2), ..Options::default() }, "retry_delay"),
+        (Options { degrade_rtt: Duration::ZERO, ..Options::default() }, "degrade_rtt"),
+        (Options { degrade_after: Duration::from_secs(61), ..Options::default() }, "degrade_after"),
+        (Options { recover_rtt: Duration::from_millis(6), ..Options::default() }, "recover_rtt"),
+        (Options { recover_after: Duration::ZERO, ..Options::default() }, "recover_after"),
+        (Options { instances: Some(0), ..Options::default() }, "instances"),
+        (Options { local_max_keys: 0, ..Options::default() }, "local_max_keys"),
+    ];
+    for (o, name) in cases {
+        match Limiter::open(Some("redis://127.0.0.1:1/"), o).unwrap_err() {
+            rl_core::Error::InvalidArgument { name: got, .. } => assert_eq!(got, name),
+            e => panic!("{name}: {e}"),
+        }
+    }
+}
+
+/// A client clock `offset_ms` away from the host's (and so from Redis's, on loopback).
+#[derive(Debug)]
+struct Skewed(i64);
+
+impl Clock for Skewed {
+    fn now_ms(&self) -> u64 {
+        (wall_ms() as i64 + self.0) as u64
+    }
+}
+
+const OFFSETS: [i64; 4] = [-2000, -667, 667, 2000];
+
+#[test]
+fn client_time_beyond_the_allowed_skew_is_refused_with_nothing_written() {
+    let server = server();
+    for offset in OFFSETS {
+        let l = blocking_with(&server, Options { clock: Some(Arc::new(Skewed(offset))), ..Options::default() });
+        let key = format!("skew{offset}");
+        let exists = || cmd(&server, &[b"EXISTS", &l.redis_key(&key)]).as_int().unwrap();
+        match l.acquire(&key, 10, 1000, 1) {
+            Ok(d) => assert!(offset.abs() < 1000 && d.allowed && exists() == 1, "{offset}: {d:?}"),
+            Err(rl_core::Error::ClockSkew { skew_ms, max_skew_ms, .. }) => {
+                assert!(offset.abs() > 1000, "{offset} refused");
+                assert_eq!(max_skew_ms, 1000);
+                assert!(skew_ms.abs_diff(offset.unsigned_abs()) < 100, "{skew_ms} vs {offset}");
+                assert_eq!(exists(), 0, "a refused call wrote nothing");
+            }
+            Err(e) => panic!("{offset}: {e}"),
+        }
+    }
+}
+
+#[test]
+fn server_time_is_immune_to_client_clock_skew() {
+    let server = server();
+    let rt = runtime();
+    let (limit, window) = (300u64, 1000u64);
+    // Server time: the instances' clocks play no part.
+    let on_server: Vec<Limiter> = OFFSETS.iter().map(|_| limiter(&server)).collect();
+    let records = rt.block_on(drive(&on_server, "server-time", limit, window, 150, Duration::from_millis(3000)));
+    let admitted: Vec<_> = records.iter().filter_map(|r| r.admitted()).collect();
+    let server_max = max_in_any_window(&admitted, window);
+    assert_eq!(server_max, limit, "server time: max in any window");
+    for i in 0..OFFSETS.len() {
+        assert!(records.iter().any(|r| r.instance == i && r.admitted().is_some()), "instance {i} admitted nothing");
+    }
+    // Client time with the skew accepted (max_clock_skew_ms 3000): windows drift apart. Audited
+    // on the host's clock at completion, which on loopback is Redis's.
+    let on_client: Vec<Limiter> = OFFSETS
+        .iter()
+        .map(|&o| limiter_with(&server, Options { clock: Some(Arc::new(Skewed(o))), max_clock_skew_ms: 3000, ..Options::default() }))
+        .collect();
+    let records = rt.block_on(drive(&on_client, "client-time", limit, window, 150, Duration::from_millis(3000)));
+    let base = Instant::now();
+    let wall = wall_ms();
+    let admitted: Vec<_> = records
+        .iter()
+        .filter(|r| matches!(&r.result, Ok(d) if d.allowed))
+        .map(|r| (wall - (base - r.done()).as_millis() as u64, 1))
+        .collect();
+    let client_max = max_in_any_window(&admitted, window);
+    println!(
+        "REPORT clock skew -2000/-667/+667/+2000 ms, 4 instances x 150/s, limit {limit}/{window} ms: server time -> max {server_max} in any window; \
+         client time (skew accepted) -> max {client_max} in any window (by server clock)"
+    );
+}
