@@ -54,6 +54,12 @@
 #define RL_VERSION_PATCH 0
 
 /**
+ * Put in `rl_options.retry_delay_ms` to retry a failed call at once (a zero delay; 0 itself
+ * means the default, 50 ms).
+ */
+#define RL_RETRY_IMMEDIATELY UINT64_MAX
+
+/**
  * The outcome of a fallible call. `RL_OK` is 0; every other value is an error. New codes may be
  * added in later versions: treat unknown non-zero values as errors (`rl_status_name` names them
  * "unknown").
@@ -129,12 +135,19 @@ typedef struct rl_limiter rl_limiter;
 /**
  * How a limiter behaves. Initialise with `rl_options_default()` (or zero it and set
  * `struct_size = sizeof(rl_options)`), then change the fields you care about: a zero or NULL
- * field means "the default". The caller owns the struct and every string it points to; the
- * library copies what it needs during `rl_limiter_open` and keeps no pointer.
+ * field means "the default", so a zeroed struct is all defaults. The caller owns the struct and
+ * every string it points to; the library copies what it needs during `rl_limiter_open` and keeps
+ * no pointer.
+ *
+ * Durations are whole milliseconds (`_ms`). Every rule about the values (ranges, and how they
+ * relate to each other) is the core's; a value it refuses makes `rl_limiter_open` return
+ * `RL_INVALID_ARGUMENT` with a message naming the option, e.g. "invalid argument `recover_rtt`:
+ * ...".
  *
  * ABI evolution: later versions only append fields. `struct_size` tells the library which
  * version of the struct the caller was compiled against, so an old program keeps working with a
- * newer library.
+ * newer library: fields past its `struct_size` are never read and take their defaults. Known
+ * versions: 1 (up to `request_timeout_ms`) and 2 (up to `local_max_keys`).
  */
 typedef struct rl_options {
     /**
@@ -153,6 +166,50 @@ typedef struct rl_options {
      * Longest a caller waits for one decision, connecting included, in ms (1..=60000). 0: 500 ms.
      */
     uint64_t request_timeout_ms;
+    /**
+     * Wait before the one retry of a call that failed with a connection-class error (refused or
+     * dropped connection, READONLY, LOADING, TRYAGAIN, CLUSTERDOWN, MASTERDOWN, BUSY, OOM), in
+     * ms; at most the request timeout. 0: 50 ms. `RL_RETRY_IMMEDIATELY`: retry without waiting.
+     */
+    uint64_t retry_delay_ms;
+    /**
+     * `false` (default): while Redis is unhealthy, decide locally (`RL_MODE_LOCAL`, against this
+     * instance's share of the limit) instead of failing. `true`: no fallback; calls return
+     * `RL_BACKEND_UNAVAILABLE` when Redis cannot be reached, as in version 1 of this struct.
+     * (Inverted so that zero is the default.)
+     */
+    bool disable_local_fallback;
+    /**
+     * normal -> local when the round trips of real calls stay above `degrade_rtt_ms` for
+     * `degrade_after_ms` (or calls fail after their retry). In ms, 1..=60000 each.
+     * 0: 5 ms and 100 ms.
+     */
+    uint64_t degrade_rtt_ms;
+    /**
+     * See `degrade_rtt_ms`. 0: 100 ms.
+     */
+    uint64_t degrade_after_ms;
+    /**
+     * local -> normal when background probes see round trips below `recover_rtt_ms` for
+     * `recover_after_ms`. In ms, 1..=60000 each; `recover_rtt_ms` must not exceed the
+     * degrade threshold. 0: 2 ms and 500 ms.
+     */
+    uint64_t recover_rtt_ms;
+    /**
+     * See `recover_rtt_ms`. 0: 500 ms.
+     */
+    uint64_t recover_after_ms;
+    /**
+     * How many instances share each limit: the local budget is `limit / instances` (rounded
+     * down), 1..=1000000. 0: discovered from the live instances' heartbeats in Redis (1 before
+     * any was seen).
+     */
+    uint64_t instances;
+    /**
+     * Most keys the local record keeps (least recently used ones are forgotten), 1..=10000000.
+     * 0: 10000.
+     */
+    uint64_t local_max_keys;
 } rl_options;
 
 /**
@@ -192,13 +249,123 @@ typedef struct rl_decision {
     uint64_t now_ms;
 } rl_decision;
 
+/**
+ * What `rl_stats_get` reports: which path decides now, how often each path decided, the fallback
+ * state machine's transitions, and Redis round-trip times. Plain numbers and fixed-size strings:
+ * the caller owns the struct (usually on the stack) and must set `struct_size` to
+ * `sizeof(rl_stats)` before the call; the library writes every other field.
+ *
+ * Counters count since the limiter was opened. ABI evolution as for `rl_options`: later versions
+ * only append fields.
+ */
+typedef struct rl_stats {
+    /**
+     * Set by the caller to `sizeof(rl_stats)`; the library leaves it as it was.
+     */
+    size_t struct_size;
+    /**
+     * The path new decisions take now: `RL_MODE_NORMAL` (Redis), `RL_MODE_LOCAL` (the fallback)
+     * or `RL_MODE_MEMORY` (the memory backend).
+     */
+    enum rl_mode mode;
+    /**
+     * NUL-terminated: "standalone", "sentinel", "cluster" or "memory".
+     */
+    char topology[16];
+    /**
+     * Decisions Redis made.
+     */
+    uint64_t decisions_normal;
+    /**
+     * Decisions the local fallback made.
+     */
+    uint64_t decisions_local;
+    /**
+     * Decisions the memory backend made.
+     */
+    uint64_t decisions_memory;
+    /**
+     * Transitions normal -> local.
+     */
+    uint64_t transitions_to_local;
+    /**
+     * Transitions local -> normal.
+     */
+    uint64_t transitions_to_normal;
+    /**
+     * How long the current state has lasted, in ms.
+     */
+    uint64_t state_ms;
+    /**
+     * NUL-terminated UTF-8: what caused the current state ("start" at first), truncated to 127
+     * bytes (at a character boundary) if longer.
+     */
+    char state_reason[128];
+    /**
+     * Redis calls that failed with a connection-class error.
+     */
+    uint64_t redis_errors;
+    /**
+     * Of those, how many were retried.
+     */
+    uint64_t retries;
+    /**
+     * Recovery probes sent while local.
+     */
+    uint64_t probes;
+    /**
+     * Repair calls that wrote permits admitted locally (or lost in a failover) back to Redis.
+     */
+    uint64_t repairs;
+    /**
+     * The permits those repairs added.
+     */
+    uint64_t repaired_permits;
+    /**
+     * New Redis primaries seen.
+     */
+    uint64_t failovers;
+    /**
+     * The divisor of the local budget (`limit / instances`): configured, or live instances seen
+     * in Redis.
+     */
+    uint64_t instances;
+    /**
+     * Keys the local record holds (at most `local_max_keys`).
+     */
+    uint64_t local_keys;
+    /**
+     * Round trips measured (of the last 1024 Redis decisions), and their statistics in
+     * microseconds.
+     */
+    uint64_t rtt_samples;
+    /**
+     * The last round trip, in us.
+     */
+    uint64_t rtt_last_us;
+    /**
+     * Median round trip, in us.
+     */
+    uint64_t rtt_p50_us;
+    /**
+     * 99th percentile round trip, in us.
+     */
+    uint64_t rtt_p99_us;
+    /**
+     * Longest round trip, in us.
+     */
+    uint64_t rtt_max_us;
+} rl_stats;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
 
 /**
  * Returns an `rl_options` with `struct_size` set and every other field zero/NULL, i.e. all
- * defaults: key prefix `"rl:"`, connect and request timeouts 500 ms.
+ * defaults: key prefix `"rl:"`, connect and request timeouts 500 ms, retry delay 50 ms, local
+ * fallback on (degrade above 5 ms for 100 ms, recover below 2 ms for 500 ms), instances
+ * discovered from Redis, at most 10000 local keys.
  *
  * Never fails. Thread-safe.
  */
@@ -320,6 +487,30 @@ enum rl_status rl_reset(const struct rl_limiter *limiter,
  * `limiter` is NULL or live; `err` is NULL or writable.
  */
 enum rl_status rl_ping(const struct rl_limiter *limiter, struct rl_error **err);
+
+/**
+ * Writes the limiter's statistics to `*out`: the path new decisions take now (`mode`), how many
+ * decisions each path made, the fallback state machine's transitions and current state, Redis
+ * errors, retries, probes and repairs, the local budget's divisor (`instances`), and Redis round
+ * trips. For the memory backend: mode `RL_MODE_MEMORY`, topology "memory", only
+ * `decisions_memory` counts.
+ *
+ * - `limiter`: a live handle; must not be NULL.
+ * - `out`: must not be NULL, with `out->struct_size` set to `sizeof(rl_stats)`; every other
+ *   field is written on `RL_OK` (strings NUL-terminated, in the struct: nothing to free), nothing
+ *   on failure.
+ * - `err`: as for `rl_limiter_open`.
+ *
+ * Never blocks and does no I/O (it reads counters). Returns `RL_OK`, `RL_INVALID_ARGUMENT` (NULL
+ * `limiter` or `out`, or a `struct_size` this library does not know) or `RL_PANIC`. Thread-safe.
+ *
+ * # Safety
+ * `limiter` is NULL or live; `out` is NULL or points to a writable `rl_stats` of
+ * `out->struct_size` bytes; `err` is NULL or writable.
+ */
+enum rl_status rl_stats_get(const struct rl_limiter *limiter,
+                            struct rl_stats *out,
+                            struct rl_error **err);
 
 /**
  * The status code stored in `err`; `RL_OK` for NULL. Thread-safe.

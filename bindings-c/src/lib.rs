@@ -96,12 +96,19 @@ pub struct rl_decision {
 
 /// How a limiter behaves. Initialise with `rl_options_default()` (or zero it and set
 /// `struct_size = sizeof(rl_options)`), then change the fields you care about: a zero or NULL
-/// field means "the default". The caller owns the struct and every string it points to; the
-/// library copies what it needs during `rl_limiter_open` and keeps no pointer.
+/// field means "the default", so a zeroed struct is all defaults. The caller owns the struct and
+/// every string it points to; the library copies what it needs during `rl_limiter_open` and keeps
+/// no pointer.
+///
+/// Durations are whole milliseconds (`_ms`). Every rule about the values (ranges, and how they
+/// relate to each other) is the core's; a value it refuses makes `rl_limiter_open` return
+/// `RL_INVALID_ARGUMENT` with a message naming the option, e.g. "invalid argument `recover_rtt`:
+/// ...".
 ///
 /// ABI evolution: later versions only append fields. `struct_size` tells the library which
 /// version of the struct the caller was compiled against, so an old program keeps working with a
-/// newer library.
+/// newer library: fields past its `struct_size` are never read and take their defaults. Known
+/// versions: 1 (up to `request_timeout_ms`) and 2 (up to `local_max_keys`).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct rl_options {
@@ -113,6 +120,101 @@ pub struct rl_options {
     pub connect_timeout_ms: u64,
     /// Longest a caller waits for one decision, connecting included, in ms (1..=60000). 0: 500 ms.
     pub request_timeout_ms: u64,
+    // ---- version 2: retry and local fallback ----
+    /// Wait before the one retry of a call that failed with a connection-class error (refused or
+    /// dropped connection, READONLY, LOADING, TRYAGAIN, CLUSTERDOWN, MASTERDOWN, BUSY, OOM), in
+    /// ms; at most the request timeout. 0: 50 ms. `RL_RETRY_IMMEDIATELY`: retry without waiting.
+    pub retry_delay_ms: u64,
+    /// `false` (default): while Redis is unhealthy, decide locally (`RL_MODE_LOCAL`, against this
+    /// instance's share of the limit) instead of failing. `true`: no fallback; calls return
+    /// `RL_BACKEND_UNAVAILABLE` when Redis cannot be reached, as in version 1 of this struct.
+    /// (Inverted so that zero is the default.)
+    pub disable_local_fallback: bool,
+    /// normal -> local when the round trips of real calls stay above `degrade_rtt_ms` for
+    /// `degrade_after_ms` (or calls fail after their retry). In ms, 1..=60000 each.
+    /// 0: 5 ms and 100 ms.
+    pub degrade_rtt_ms: u64,
+    /// See `degrade_rtt_ms`. 0: 100 ms.
+    pub degrade_after_ms: u64,
+    /// local -> normal when background probes see round trips below `recover_rtt_ms` for
+    /// `recover_after_ms`. In ms, 1..=60000 each; `recover_rtt_ms` must not exceed the
+    /// degrade threshold. 0: 2 ms and 500 ms.
+    pub recover_rtt_ms: u64,
+    /// See `recover_rtt_ms`. 0: 500 ms.
+    pub recover_after_ms: u64,
+    /// How many instances share each limit: the local budget is `limit / instances` (rounded
+    /// down), 1..=1000000. 0: discovered from the live instances' heartbeats in Redis (1 before
+    /// any was seen).
+    pub instances: u64,
+    /// Most keys the local record keeps (least recently used ones are forgotten), 1..=10000000.
+    /// 0: 10000.
+    pub local_max_keys: u64,
+}
+
+/// Put in `rl_options.retry_delay_ms` to retry a failed call at once (a zero delay; 0 itself
+/// means the default, 50 ms).
+pub const RL_RETRY_IMMEDIATELY: u64 = u64::MAX;
+
+/// What `rl_stats_get` reports: which path decides now, how often each path decided, the fallback
+/// state machine's transitions, and Redis round-trip times. Plain numbers and fixed-size strings:
+/// the caller owns the struct (usually on the stack) and must set `struct_size` to
+/// `sizeof(rl_stats)` before the call; the library writes every other field.
+///
+/// Counters count since the limiter was opened. ABI evolution as for `rl_options`: later versions
+/// only append fields.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct rl_stats {
+    /// Set by the caller to `sizeof(rl_stats)`; the library leaves it as it was.
+    pub struct_size: usize,
+    /// The path new decisions take now: `RL_MODE_NORMAL` (Redis), `RL_MODE_LOCAL` (the fallback)
+    /// or `RL_MODE_MEMORY` (the memory backend).
+    pub mode: rl_mode,
+    /// NUL-terminated: "standalone", "sentinel", "cluster" or "memory".
+    pub topology: [c_char; 16],
+    /// Decisions Redis made.
+    pub decisions_normal: u64,
+    /// Decisions the local fallback made.
+    pub decisions_local: u64,
+    /// Decisions the memory backend made.
+    pub decisions_memory: u64,
+    /// Transitions normal -> local.
+    pub transitions_to_local: u64,
+    /// Transitions local -> normal.
+    pub transitions_to_normal: u64,
+    /// How long the current state has lasted, in ms.
+    pub state_ms: u64,
+    /// NUL-terminated UTF-8: what caused the current state ("start" at first), truncated to 127
+    /// bytes (at a character boundary) if longer.
+    pub state_reason: [c_char; 128],
+    /// Redis calls that failed with a connection-class error.
+    pub redis_errors: u64,
+    /// Of those, how many were retried.
+    pub retries: u64,
+    /// Recovery probes sent while local.
+    pub probes: u64,
+    /// Repair calls that wrote permits admitted locally (or lost in a failover) back to Redis.
+    pub repairs: u64,
+    /// The permits those repairs added.
+    pub repaired_permits: u64,
+    /// New Redis primaries seen.
+    pub failovers: u64,
+    /// The divisor of the local budget (`limit / instances`): configured, or live instances seen
+    /// in Redis.
+    pub instances: u64,
+    /// Keys the local record holds (at most `local_max_keys`).
+    pub local_keys: u64,
+    /// Round trips measured (of the last 1024 Redis decisions), and their statistics in
+    /// microseconds.
+    pub rtt_samples: u64,
+    /// The last round trip, in us.
+    pub rtt_last_us: u64,
+    /// Median round trip, in us.
+    pub rtt_p50_us: u64,
+    /// 99th percentile round trip, in us.
+    pub rtt_p99_us: u64,
+    /// Longest round trip, in us.
+    pub rtt_max_us: u64,
 }
 
 /// A limiter: an exact sliding-window rate limiter over Redis or process memory. Opaque; made by
@@ -280,6 +382,29 @@ unsafe fn limiter_ref<'a>(p: *const rl_limiter) -> Result<&'a Limiter, Failure> 
     Ok(unsafe { &(*p).inner })
 }
 
+/// The size of version 1 of `rl_options` (up to `request_timeout_ms`), as compiled by a caller of
+/// that version: the offset where version 2's fields start (no padding before them).
+const OPTIONS_V1: usize = std::mem::offset_of!(rl_options, retry_delay_ms);
+/// The size of version 2, this one.
+const OPTIONS_V2: usize = std::mem::size_of::<rl_options>();
+
+/// Reads one field of the caller's struct.
+macro_rules! field {
+    ($p:expr, $f:ident) => {
+        // SAFETY: the callers check that the caller's struct covers the field.
+        unsafe { std::ptr::addr_of!((*$p).$f).read() }
+    };
+}
+
+/// A millisecond option where 0 means "keep the default".
+fn millis_or(default: Duration, ms: u64) -> Duration {
+    if ms == 0 {
+        default
+    } else {
+        Duration::from_millis(ms)
+    }
+}
+
 /// # Safety
 /// `p` is NULL or points to an `rl_options` of at least `struct_size` bytes.
 unsafe fn read_options(p: *const rl_options) -> Result<Options, Failure> {
@@ -289,38 +414,65 @@ unsafe fn read_options(p: *const rl_options) -> Result<Options, Failure> {
     }
     // SAFETY: every version of the struct starts with `struct_size`.
     let size = unsafe { std::ptr::addr_of!((*p).struct_size).read() };
-    // Version 1 is the whole current struct. A later version appends fields and reads each one
-    // only when `size` covers it, so callers compiled against this header keep working.
-    const V1: usize = std::mem::size_of::<rl_options>();
+    // Fields are read one by one, and only those the caller's version has, so a caller compiled
+    // against an older header (a smaller struct) keeps working and gets defaults for the rest.
     if size == 0 {
         return Err(invalid(
             "options",
             "struct_size is 0; initialise the struct with rl_options_default() or set struct_size = sizeof(rl_options)",
         ));
     }
-    if size < V1 {
+    if size < OPTIONS_V1 {
         return Err(invalid(
             "options",
-            format!("struct_size is {size}; the smallest known rl_options is {V1} bytes"),
+            format!("struct_size is {size}; the smallest known rl_options is {OPTIONS_V1} bytes"),
         ));
     }
-    if size > V1 {
+    if size > OPTIONS_V2 {
         return Err(invalid(
             "options",
-            format!("struct_size is {size}, larger than this library's rl_options ({V1} bytes): the program was built against a newer rl.h than the librl it runs with"),
+            format!("struct_size is {size}, larger than this library's rl_options ({OPTIONS_V2} bytes): the program was built against a newer rl.h than the librl it runs with"),
         ));
     }
-    // SAFETY: the caller's struct is (at least) V1 bytes.
-    let c = unsafe { p.read() };
+    if size != OPTIONS_V1 && size != OPTIONS_V2 {
+        return Err(invalid(
+            "options",
+            format!("struct_size is {size}, which is no version of rl_options (known sizes: {OPTIONS_V1} and {OPTIONS_V2} bytes); set struct_size = sizeof(rl_options)"),
+        ));
+    }
+    // Version 1.
+    let key_prefix = field!(p, key_prefix);
     // SAFETY: the caller promises key_prefix is NULL or a valid C string for this call.
-    if let Some(prefix) = unsafe { opt_str(c.key_prefix, "key_prefix") }? {
+    if let Some(prefix) = unsafe { opt_str(key_prefix, "key_prefix") }? {
         o.key_prefix = prefix.to_owned();
     }
-    if c.connect_timeout_ms != 0 {
-        o.connect_timeout = Duration::from_millis(c.connect_timeout_ms);
+    o.connect_timeout = millis_or(o.connect_timeout, field!(p, connect_timeout_ms));
+    o.request_timeout = millis_or(o.request_timeout, field!(p, request_timeout_ms));
+    if size < OPTIONS_V2 {
+        return Ok(o);
     }
-    if c.request_timeout_ms != 0 {
-        o.request_timeout = Duration::from_millis(c.request_timeout_ms);
+    // Version 2.
+    o.retry_delay = match field!(p, retry_delay_ms) {
+        RL_RETRY_IMMEDIATELY => Duration::ZERO,
+        ms => millis_or(o.retry_delay, ms),
+    };
+    // Read as a byte: any non-zero value a C caller left there means true, never undefined
+    // behaviour.
+    // SAFETY: as for `field!`; a bool is one byte.
+    let disable = unsafe { std::ptr::addr_of!((*p).disable_local_fallback).cast::<u8>().read() };
+    o.local_fallback = disable == 0;
+    o.degrade_rtt = millis_or(o.degrade_rtt, field!(p, degrade_rtt_ms));
+    o.degrade_after = millis_or(o.degrade_after, field!(p, degrade_after_ms));
+    o.recover_rtt = millis_or(o.recover_rtt, field!(p, recover_rtt_ms));
+    o.recover_after = millis_or(o.recover_after, field!(p, recover_after_ms));
+    o.instances = match field!(p, instances) {
+        0 => None,
+        n => Some(n),
+    };
+    match field!(p, local_max_keys) {
+        0 => {}
+        // Past usize (32-bit targets): the largest usize, which the core refuses by name.
+        n => o.local_max_keys = usize::try_from(n).unwrap_or(usize::MAX),
     }
     Ok(o)
 }
@@ -353,7 +505,9 @@ fn to_c_decision(d: Decision) -> Result<rl_decision, Failure> {
 }
 
 /// Returns an `rl_options` with `struct_size` set and every other field zero/NULL, i.e. all
-/// defaults: key prefix `"rl:"`, connect and request timeouts 500 ms.
+/// defaults: key prefix `"rl:"`, connect and request timeouts 500 ms, retry delay 50 ms, local
+/// fallback on (degrade above 5 ms for 100 ms, recover below 2 ms for 500 ms), instances
+/// discovered from Redis, at most 10000 local keys.
 ///
 /// Never fails. Thread-safe.
 #[no_mangle]
@@ -363,6 +517,14 @@ pub extern "C" fn rl_options_default() -> rl_options {
         key_prefix: std::ptr::null(),
         connect_timeout_ms: 0,
         request_timeout_ms: 0,
+        retry_delay_ms: 0,
+        disable_local_fallback: false,
+        degrade_rtt_ms: 0,
+        degrade_after_ms: 0,
+        recover_rtt_ms: 0,
+        recover_after_ms: 0,
+        instances: 0,
+        local_max_keys: 0,
     }
 }
 
@@ -547,6 +709,96 @@ pub unsafe extern "C" fn rl_ping(limiter: *const rl_limiter, err: *mut *mut rl_e
     })
 }
 
+/// Writes the limiter's statistics to `*out`: the path new decisions take now (`mode`), how many
+/// decisions each path made, the fallback state machine's transitions and current state, Redis
+/// errors, retries, probes and repairs, the local budget's divisor (`instances`), and Redis round
+/// trips. For the memory backend: mode `RL_MODE_MEMORY`, topology "memory", only
+/// `decisions_memory` counts.
+///
+/// - `limiter`: a live handle; must not be NULL.
+/// - `out`: must not be NULL, with `out->struct_size` set to `sizeof(rl_stats)`; every other
+///   field is written on `RL_OK` (strings NUL-terminated, in the struct: nothing to free), nothing
+///   on failure.
+/// - `err`: as for `rl_limiter_open`.
+///
+/// Never blocks and does no I/O (it reads counters). Returns `RL_OK`, `RL_INVALID_ARGUMENT` (NULL
+/// `limiter` or `out`, or a `struct_size` this library does not know) or `RL_PANIC`. Thread-safe.
+///
+/// # Safety
+/// `limiter` is NULL or live; `out` is NULL or points to a writable `rl_stats` of
+/// `out->struct_size` bytes; `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn rl_stats_get(
+    limiter: *const rl_limiter,
+    out: *mut rl_stats,
+    err: *mut *mut rl_error,
+) -> rl_status {
+    boundary("rl_stats_get", err, || {
+        // SAFETY: forwarded from the caller's promises above.
+        let l = unsafe { limiter_ref(limiter) }?;
+        non_null(out, "out")?;
+        // SAFETY: non-NULL; every version of the struct starts with `struct_size`.
+        let size = unsafe { std::ptr::addr_of!((*out).struct_size).read() };
+        const V1: usize = std::mem::size_of::<rl_stats>();
+        if size != V1 {
+            return Err(invalid(
+                "out",
+                if size == 0 {
+                    "struct_size is 0; set out->struct_size = sizeof(rl_stats) before the call".to_string()
+                } else if size > V1 {
+                    format!("struct_size is {size}, larger than this library's rl_stats ({V1} bytes): the program was built against a newer rl.h than the librl it runs with")
+                } else {
+                    format!("struct_size is {size}, which is no version of rl_stats (known size: {V1} bytes); set out->struct_size = sizeof(rl_stats)")
+                },
+            ));
+        }
+        let s = l.stats();
+        let stats = rl_stats {
+            struct_size: size,
+            mode: to_c_mode(s.mode)?,
+            topology: c_chars(s.topology),
+            decisions_normal: s.decisions_normal,
+            decisions_local: s.decisions_local,
+            decisions_memory: s.decisions_memory,
+            transitions_to_local: s.transitions_to_local,
+            transitions_to_normal: s.transitions_to_normal,
+            state_ms: s.state_ms,
+            state_reason: c_chars(&s.state_reason),
+            redis_errors: s.redis_errors,
+            retries: s.retries,
+            probes: s.probes,
+            repairs: s.repairs,
+            repaired_permits: s.repaired_permits,
+            failovers: s.failovers,
+            instances: s.instances,
+            local_keys: s.local_keys,
+            rtt_samples: s.rtt_samples,
+            rtt_last_us: s.rtt_last_us,
+            rtt_p50_us: s.rtt_p50_us,
+            rtt_p99_us: s.rtt_p99_us,
+            rtt_max_us: s.rtt_max_us,
+        };
+        // SAFETY: non-NULL, and the caller promises `struct_size` (== V1) writable bytes.
+        unsafe { out.write(stats) };
+        Ok(())
+    })
+}
+
+/// `s` as a NUL-terminated C string in a fixed array: cut at the first NUL, and truncated at a
+/// character boundary to leave room for the terminator.
+fn c_chars<const N: usize>(s: &str) -> [c_char; N] {
+    let s = s.split('\0').next().unwrap_or("");
+    let mut end = s.len().min(N - 1);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut a = [0 as c_char; N];
+    for (d, b) in a.iter_mut().zip(&s.as_bytes()[..end]) {
+        *d = *b as c_char;
+    }
+    a
+}
+
 /// The status code stored in `err`; `RL_OK` for NULL. Thread-safe.
 ///
 /// # Safety
@@ -722,6 +974,79 @@ mod tests {
         assert_eq!(st, rl_status::RL_INVALID_ARGUMENT);
         assert_eq!(message(e), core.to_string());
         unsafe { rl_limiter_free(lim) };
+    }
+
+    #[test]
+    fn options_versions() {
+        // Version 1 ended after request_timeout_ms: four 8-byte fields on 64-bit targets.
+        #[cfg(target_pointer_width = "64")]
+        assert_eq!((OPTIONS_V1, OPTIONS_V2), (32, 96));
+        // A version-1 struct: only its fields are read, the rest are defaults.
+        #[repr(C)]
+        struct V1 {
+            struct_size: usize,
+            key_prefix: *const c_char,
+            connect_timeout_ms: u64,
+            request_timeout_ms: u64,
+        }
+        assert_eq!(std::mem::size_of::<V1>(), OPTIONS_V1);
+        let v1 = V1 {
+            struct_size: OPTIONS_V1,
+            key_prefix: c"p:".as_ptr(),
+            connect_timeout_ms: 7,
+            request_timeout_ms: 0,
+        };
+        let o = unsafe { read_options((&v1 as *const V1).cast()) }.ok().unwrap();
+        let d = Options::default();
+        assert_eq!(o.key_prefix, "p:");
+        assert_eq!(o.connect_timeout, Duration::from_millis(7));
+        assert_eq!(o.request_timeout, d.request_timeout);
+        assert_eq!(o.retry_delay, d.retry_delay);
+        assert!(o.local_fallback);
+        assert_eq!(o.instances, None);
+        // Version 2: every field converted; zero is the default.
+        let mut c = rl_options_default();
+        let o = unsafe { read_options(&c) }.ok().unwrap();
+        assert_eq!(format!("{o:?}"), format!("{d:?}"));
+        c.retry_delay_ms = RL_RETRY_IMMEDIATELY;
+        c.disable_local_fallback = true;
+        c.degrade_rtt_ms = 11;
+        c.degrade_after_ms = 12;
+        c.recover_rtt_ms = 3;
+        c.recover_after_ms = 14;
+        c.instances = 4;
+        c.local_max_keys = 15;
+        let o = unsafe { read_options(&c) }.ok().unwrap();
+        assert_eq!(o.retry_delay, Duration::ZERO);
+        assert!(!o.local_fallback);
+        assert_eq!(
+            (o.degrade_rtt, o.degrade_after, o.recover_rtt, o.recover_after),
+            (
+                Duration::from_millis(11),
+                Duration::from_millis(12),
+                Duration::from_millis(3),
+                Duration::from_millis(14)
+            )
+        );
+        assert_eq!((o.instances, o.local_max_keys), (Some(4), 15));
+        c.retry_delay_ms = 20;
+        assert_eq!(
+            unsafe { read_options(&c) }.ok().unwrap().retry_delay,
+            Duration::from_millis(20)
+        );
+        // Sizes between the versions are refused.
+        c.struct_size = OPTIONS_V1 + 8;
+        assert!(unsafe { read_options(&c) }.is_err());
+    }
+
+    #[test]
+    fn c_chars_truncates_at_a_char_boundary() {
+        let a: [c_char; 4] = c_chars("abcdef");
+        assert_eq!(a.map(|c| c as u8), *b"abc\0");
+        let a: [c_char; 4] = c_chars("a\u{e9}\u{e9}"); // a + two 2-byte chars: only one fits
+        assert_eq!(a.map(|c| c as u8), [b'a', 0xc3, 0xa9, 0]);
+        let a: [c_char; 8] = c_chars("x\0y");
+        assert_eq!(a.map(|c| c as u8), *b"x\0\0\0\0\0\0\0");
     }
 
     #[test]

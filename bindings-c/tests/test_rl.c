@@ -57,11 +57,15 @@ static void sleep_ms(uint64_t ms) {
     }
 }
 
-/* Generous timeouts: under valgrind everything runs ~30x slower, and the first call connects. */
+/* Generous timeouts: under valgrind everything runs ~30x slower, and the first call connects.
+ * Slow round trips never send these limiters local (degrade only above 60 s, the longest allowed):
+ * under valgrind every round trip is over the 5 ms default, and the tests below check that Redis
+ * decides. Failures still would (the fallback is on); the fallback tests use their own options. */
 static rl_options test_options(void) {
     rl_options o = rl_options_default();
     o.connect_timeout_ms = 10000;
     o.request_timeout_ms = 10000;
+    o.degrade_rtt_ms = 60000;
     return o;
 }
 
@@ -144,6 +148,18 @@ static void test_options_default(void) {
     CHECK(o.struct_size == sizeof(rl_options), "struct_size %zu vs %zu", o.struct_size, sizeof(rl_options));
     CHECK(o.key_prefix == NULL, "key_prefix not NULL");
     CHECK(o.connect_timeout_ms == 0 && o.request_timeout_ms == 0, "timeouts not zero");
+    CHECK(o.retry_delay_ms == 0 && !o.disable_local_fallback && o.degrade_rtt_ms == 0 && o.degrade_after_ms == 0 &&
+              o.recover_rtt_ms == 0 && o.recover_after_ms == 0 && o.instances == 0 && o.local_max_keys == 0,
+          "version 2 fields not zero");
+    /* A zeroed struct with struct_size set is all defaults too. */
+    rl_options z;
+    memset(&z, 0, sizeof z);
+    z.struct_size = sizeof z;
+    rl_limiter *l = NULL;
+    rl_error *err = NULL;
+    CHECK(rl_limiter_open(NULL, &z, &l, &err) == RL_OK, "zeroed options: %s", rl_error_message(err));
+    rl_error_free(err);
+    rl_limiter_free(l);
 }
 
 static void test_null_safe_frees(void) {
@@ -368,9 +384,12 @@ static void test_bad_open(void) {
 
     st = rl_limiter_open("http://127.0.0.1:6379/", NULL, &l, &err);
     EXPECT_ERROR(st, err, RL_INVALID_ARGUMENT,
-                 "invalid argument `url`: \"http://127.0.0.1:6379/\" is not a redis://, rediss:// or memory:// URL");
+                 "invalid argument `url`: \"http://127.0.0.1:6379/\" is not a redis://, rediss://, redis+sentinel://, "
+                 "redis+cluster:// or memory:// URL");
     st = rl_limiter_open("", NULL, &l, &err);
-    EXPECT_ERROR(st, err, RL_INVALID_ARGUMENT, "invalid argument `url`: \"\" is not a redis://, rediss:// or memory:// URL");
+    EXPECT_ERROR(st, err, RL_INVALID_ARGUMENT,
+                 "invalid argument `url`: \"\" is not a redis://, rediss://, redis+sentinel://, redis+cluster:// or "
+                 "memory:// URL");
     /* The password never shows in a message. */
     st = rl_limiter_open("nope://app:s3cret@127.0.0.1/", NULL, &l, &err);
     CHECK(st == RL_INVALID_ARGUMENT && err && strstr(rl_error_message(err), "s3cret") == NULL, "%s",
@@ -409,6 +428,14 @@ static void test_bad_open(void) {
     rl_error_free(err);
     CHECK(l == NULL, "*out not NULL after a failed open");
 
+    /* An rl_options size between the known versions. */
+    o = rl_options_default();
+    o.struct_size = 40;
+    st = rl_limiter_open(NULL, &o, &l, &err);
+    CHECK(st == RL_INVALID_ARGUMENT && err && strstr(rl_error_message(err), "struct_size is 40, which is no version") != NULL,
+          "%s", rl_error_message(err));
+    rl_error_free(err);
+
     /* memory:// is the memory backend; "" prefix is allowed. */
     o = rl_options_default();
     o.key_prefix = "";
@@ -418,11 +445,12 @@ static void test_bad_open(void) {
     rl_limiter_free(l);
 }
 
-/* Redis not listening: a bounded wait, then RL_BACKEND_UNAVAILABLE. */
+/* Redis not listening, local fallback off: a bounded wait, then RL_BACKEND_UNAVAILABLE. */
 static void test_backend_unavailable(void) {
     rl_options o = rl_options_default();
     o.connect_timeout_ms = 300;
     o.request_timeout_ms = 300;
+    o.disable_local_fallback = true;
     rl_limiter *l = NULL;
     rl_error *err = NULL;
     /* Port 1 on loopback: nothing listens there, so the connection is refused at once. */
@@ -440,7 +468,260 @@ static void test_backend_unavailable(void) {
     st = rl_ping(l, &err);
     CHECK(st == RL_BACKEND_UNAVAILABLE, "ping: %s", rl_status_name((int)st));
     rl_error_free(err);
+    rl_stats s;
+    s.struct_size = sizeof s;
+    CHECK(rl_stats_get(l, &s, NULL) == RL_OK, "stats");
+    CHECK(s.mode == RL_MODE_NORMAL && s.decisions_local == 0 && s.transitions_to_local == 0 && s.redis_errors >= 1,
+          "no fallback: mode %s, local %" PRIu64 ", to_local %" PRIu64 ", errors %" PRIu64, rl_mode_name((int)s.mode),
+          s.decisions_local, s.transitions_to_local, s.redis_errors);
     rl_limiter_free(l);
+}
+
+/* A loopback port nothing listens on (bound, read, closed), so a connection there is refused. */
+static int free_port(void) {
+    struct sockaddr_in a;
+    socklen_t len = sizeof a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int port = 0;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    if (fd >= 0) close(fd);
+    return port;
+}
+
+/* Redis not listening, fallback on (the default): the first call is refused, retried once after
+ * retry_delay, then decided locally; every later call is local at once. With instances = 4 the
+ * local budget of a limit of 100 is 25. */
+static void test_local_fallback(void) {
+    char url[64];
+    int port = free_port();
+    CHECK(port > 0, "no free port");
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d/", port);
+    rl_options o = rl_options_default();
+    o.connect_timeout_ms = 10000;
+    o.request_timeout_ms = 10000;
+    o.retry_delay_ms = 20;
+    o.instances = 4;
+    rl_limiter *l = NULL;
+    rl_error *err = NULL;
+    CHECK(rl_limiter_open(url, &o, &l, &err) == RL_OK, "open: %s", rl_error_message(err));
+    if (!l) return;
+    char key[128];
+    size_t n = unique_key(key, sizeof key, "fallback");
+    const uint8_t *k = (const uint8_t *)key;
+    rl_decision d;
+    uint64_t t0 = mono_ms();
+    rl_status st = rl_acquire(l, k, n, 100, 60000, 1, &d, &err);
+    uint64_t first_ms = mono_ms() - t0;
+    CHECK(st == RL_OK, "first acquire: %s %s", rl_status_name((int)st), rl_error_message(err));
+    CHECK(first_ms >= 20 && first_ms < 5000, "first acquire took %" PRIu64 " ms (retry_delay 20 ms)", first_ms);
+    CHECK(d.allowed && d.mode == RL_MODE_LOCAL && d.used == 1 && d.remaining == 24,
+          "first: allowed=%d mode=%s used=%" PRIu64 " remaining=%" PRIu64, d.allowed, rl_mode_name((int)d.mode), d.used,
+          d.remaining);
+    int allowed = d.allowed ? 1 : 0;
+    for (int i = 2; i <= 25; i++) {
+        st = rl_acquire(l, k, n, 100, 60000, 1, &d, NULL);
+        CHECK(st == RL_OK && d.allowed && d.mode == RL_MODE_LOCAL, "acquire %d: %s allowed=%d mode=%s", i,
+              rl_status_name((int)st), d.allowed, rl_mode_name((int)d.mode));
+        CHECK(d.used == (uint64_t)i && d.remaining == 25u - d.used, "acquire %d: used %" PRIu64 " remaining %" PRIu64, i,
+              d.used, d.remaining);
+        allowed += st == RL_OK && d.allowed;
+    }
+    CHECK(allowed == 25, "%d of the local budget 25 allowed", allowed);
+    st = rl_acquire(l, k, n, 100, 60000, 1, &d, NULL);
+    CHECK(st == RL_OK && !d.allowed && d.mode == RL_MODE_LOCAL && d.used == 25 && d.remaining == 0,
+          "26th: allowed=%d used=%" PRIu64 " remaining=%" PRIu64, d.allowed, d.used, d.remaining);
+    CHECK(d.retry_after_ms > 0 && d.retry_after_ms <= 60000, "26th: retry_after_ms %" PRIu64, d.retry_after_ms);
+
+    rl_stats s;
+    memset(&s, 0xa5, sizeof s);
+    s.struct_size = sizeof s;
+    CHECK(rl_stats_get(l, &s, &err) == RL_OK, "stats: %s", rl_error_message(err));
+    CHECK(s.struct_size == sizeof s, "struct_size changed to %zu", s.struct_size);
+    CHECK(s.mode == RL_MODE_LOCAL, "mode %s", rl_mode_name((int)s.mode));
+    CHECK(strcmp(s.topology, "standalone") == 0, "topology %.16s", s.topology);
+    CHECK(s.decisions_local == 26 && s.decisions_normal == 0 && s.decisions_memory == 0,
+          "decisions local %" PRIu64 " normal %" PRIu64 " memory %" PRIu64, s.decisions_local, s.decisions_normal,
+          s.decisions_memory);
+    CHECK(s.transitions_to_local == 1 && s.transitions_to_normal == 0, "transitions %" PRIu64 "/%" PRIu64,
+          s.transitions_to_local, s.transitions_to_normal);
+    CHECK(s.redis_errors >= 1 && s.retries >= 1, "errors %" PRIu64 " retries %" PRIu64, s.redis_errors, s.retries);
+    CHECK(s.instances == 4, "instances %" PRIu64, s.instances);
+    CHECK(s.local_keys == 1, "local_keys %" PRIu64, s.local_keys);
+    CHECK(memchr(s.state_reason, '\0', sizeof s.state_reason) != NULL && s.state_reason[0] != '\0', "state_reason");
+    CHECK(memchr(s.topology, '\0', sizeof s.topology) != NULL, "topology not terminated");
+    printf("    local: state \"%s\" for %" PRIu64 " ms, %" PRIu64 " errors, %" PRIu64 " retries, %" PRIu64 " probes\n",
+           s.state_reason, s.state_ms, s.redis_errors, s.retries, s.probes);
+    rl_limiter_free(l);
+}
+
+/* rl_stats_get on the suite's backend: Redis decides (normal, round trips measured) or memory. */
+static void test_stats(void) {
+    rl_limiter *l = open_or_die();
+    char key[128];
+    size_t n = unique_key(key, sizeof key, "stats");
+    const uint8_t *k = (const uint8_t *)key;
+    rl_decision d;
+    rl_stats s;
+    memset(&s, 0xa5, sizeof s);
+    s.struct_size = sizeof s;
+    rl_error *err = (rl_error *)&err; /* garbage in: must be overwritten with NULL on success */
+    CHECK(rl_stats_get(l, &s, &err) == RL_OK && err == NULL, "stats before any call");
+    CHECK(s.decisions_normal == 0 && s.decisions_local == 0 && s.decisions_memory == 0, "fresh limiter counts decisions");
+    rl_reset(l, k, n, NULL);
+    for (int i = 0; i < 5; i++)
+        CHECK(rl_acquire(l, k, n, 3, 60000, 1, &d, NULL) == RL_OK, "acquire %d", i);
+    CHECK(rl_stats_get(l, &s, &err) == RL_OK, "stats: %s", rl_error_message(err));
+    CHECK(s.mode == expected_mode(), "mode %s", rl_mode_name((int)s.mode));
+    if (g_url) {
+        CHECK(strcmp(s.topology, "standalone") == 0, "topology %.16s", s.topology);
+        CHECK(s.decisions_normal == 5 && s.decisions_local == 0 && s.decisions_memory == 0,
+              "decisions normal %" PRIu64 " local %" PRIu64, s.decisions_normal, s.decisions_local);
+        CHECK(s.rtt_samples > 0 && s.rtt_max_us >= s.rtt_p50_us && s.rtt_max_us > 0, "rtt samples %" PRIu64 " max %" PRIu64,
+              s.rtt_samples, s.rtt_max_us);
+        CHECK(s.transitions_to_local == 0 && s.redis_errors == 0, "to_local %" PRIu64 " errors %" PRIu64,
+              s.transitions_to_local, s.redis_errors);
+        CHECK(s.instances >= 1, "instances %" PRIu64, s.instances);
+    } else {
+        CHECK(strcmp(s.topology, "memory") == 0, "topology %.16s", s.topology);
+        CHECK(s.decisions_memory == 5 && s.decisions_normal == 0 && s.decisions_local == 0, "decisions memory %" PRIu64,
+              s.decisions_memory);
+        CHECK(s.rtt_samples == 0, "rtt samples %" PRIu64, s.rtt_samples);
+    }
+    CHECK(memchr(s.state_reason, '\0', sizeof s.state_reason) != NULL, "state_reason not terminated");
+    printf("    %s: mode %s, state \"%s\", rtt p50 %" PRIu64 " us, p99 %" PRIu64 " us over %" PRIu64 " samples\n",
+           s.topology, rl_mode_name((int)s.mode), s.state_reason, s.rtt_p50_us, s.rtt_p99_us, s.rtt_samples);
+
+    /* Bad calls: NULL pointers and a struct_size this library does not know; *out untouched. */
+    rl_status st = rl_stats_get(NULL, &s, &err);
+    EXPECT_ERROR(st, err, RL_INVALID_ARGUMENT, "invalid argument `limiter`: must not be NULL");
+    st = rl_stats_get(l, NULL, &err);
+    EXPECT_ERROR(st, err, RL_INVALID_ARGUMENT, "invalid argument `out`: must not be NULL");
+    CHECK(rl_stats_get(NULL, NULL, NULL) == RL_INVALID_ARGUMENT, "all NULL");
+    memset(&s, 0, sizeof s);
+    st = rl_stats_get(l, &s, &err);
+    EXPECT_ERROR(st, err, RL_INVALID_ARGUMENT,
+                 "invalid argument `out`: struct_size is 0; set out->struct_size = sizeof(rl_stats) before the call");
+    CHECK(s.decisions_normal == 0 && s.decisions_memory == 0 && s.topology[0] == 0, "a failed call wrote to *out");
+    s.struct_size = sizeof s + 8;
+    st = rl_stats_get(l, &s, &err);
+    CHECK(st == RL_INVALID_ARGUMENT && err && strstr(rl_error_message(err), "newer rl.h") != NULL, "%s",
+          rl_error_message(err));
+    rl_error_free(err);
+    rl_reset(l, k, n, NULL);
+    rl_limiter_free(l);
+}
+
+/* The new options' rules are the core's: RL_INVALID_ARGUMENT naming the option. */
+static void test_bad_fallback_options(void) {
+    rl_limiter *l = (rl_limiter *)&l;
+    rl_error *err = NULL;
+    rl_status st;
+    rl_options o = rl_options_default();
+    o.recover_rtt_ms = 10; /* above the default degrade_rtt of 5 ms */
+    st = rl_limiter_open(NULL, &o, &l, &err);
+    EXPECT_ERROR(st, err, RL_INVALID_ARGUMENT,
+                 "invalid argument `recover_rtt`: is 10 ms, above degrade_rtt (5 ms): recovery must demand a faster "
+                 "Redis than degradation tolerates");
+    CHECK(l == NULL, "*out not NULL after a failed open");
+    o = rl_options_default();
+    o.degrade_rtt_ms = 20;
+    o.recover_rtt_ms = 30;
+    st = rl_limiter_open("redis://127.0.0.1:1/", &o, &l, &err);
+    EXPECT_ERROR(st, err, RL_INVALID_ARGUMENT,
+                 "invalid argument `recover_rtt`: is 30 ms, above degrade_rtt (20 ms): recovery must demand a faster "
+                 "Redis than degradation tolerates");
+    o = rl_options_default();
+    o.instances = 1000001;
+    st = rl_limiter_open(NULL, &o, &l, &err);
+    EXPECT_ERROR(st, err, RL_INVALID_ARGUMENT, "invalid argument `instances`: is 1000001; must be between 1 and 1000000");
+    o.instances = (uint64_t)-1;
+    st = rl_limiter_open(NULL, &o, &l, &err);
+    EXPECT_ERROR(st, err, RL_INVALID_ARGUMENT,
+                 "invalid argument `instances`: is 18446744073709551615; must be between 1 and 1000000");
+    o = rl_options_default();
+    o.local_max_keys = 10000001;
+    st = rl_limiter_open(NULL, &o, &l, &err);
+    EXPECT_ERROR(st, err, RL_INVALID_ARGUMENT,
+                 "invalid argument `local_max_keys`: is 10000001; must be between 1 and 10000000");
+    o = rl_options_default();
+    o.degrade_after_ms = 60001;
+    st = rl_limiter_open(NULL, &o, &l, &err);
+    EXPECT_ERROR(st, err, RL_INVALID_ARGUMENT, "invalid argument `degrade_after`: is 60001 ms; must be between 1 ms and 60 s");
+    o = rl_options_default();
+    o.recover_after_ms = (uint64_t)-2;
+    st = rl_limiter_open(NULL, &o, &l, &err);
+    CHECK(st == RL_INVALID_ARGUMENT && err && starts_with(rl_error_message(err), "invalid argument `recover_after`: is "),
+          "%s", rl_error_message(err));
+    rl_error_free(err);
+    o = rl_options_default();
+    o.degrade_rtt_ms = 60001;
+    st = rl_limiter_open(NULL, &o, &l, &err);
+    EXPECT_ERROR(st, err, RL_INVALID_ARGUMENT, "invalid argument `degrade_rtt`: is 60001 ms; must be between 1 ms and 60 s");
+    /* The retry delay must fit in the request timeout; the default (50 ms) too. */
+    o = rl_options_default();
+    o.retry_delay_ms = 501;
+    st = rl_limiter_open(NULL, &o, &l, &err);
+    EXPECT_ERROR(st, err, RL_INVALID_ARGUMENT, "invalid argument `retry_delay`: is 501 ms; at most request_timeout (500 ms)");
+    o = rl_options_default();
+    o.request_timeout_ms = 20;
+    st = rl_limiter_open(NULL, &o, &l, &err);
+    EXPECT_ERROR(st, err, RL_INVALID_ARGUMENT, "invalid argument `retry_delay`: is 50 ms; at most request_timeout (20 ms)");
+    o.retry_delay_ms = RL_RETRY_IMMEDIATELY;
+    CHECK(rl_limiter_open(NULL, &o, &l, &err) == RL_OK, "retry at once with a 20 ms timeout: %s", rl_error_message(err));
+    rl_limiter_free(l);
+    /* Every new option at a valid non-default value. */
+    o = rl_options_default();
+    o.retry_delay_ms = 10;
+    o.disable_local_fallback = true;
+    o.degrade_rtt_ms = 50;
+    o.degrade_after_ms = 200;
+    o.recover_rtt_ms = 10;
+    o.recover_after_ms = 1000;
+    o.instances = 3;
+    o.local_max_keys = 100;
+    CHECK(rl_limiter_open("redis://127.0.0.1:1/", &o, &l, &err) == RL_OK, "valid options: %s", rl_error_message(err));
+    rl_limiter_free(l);
+}
+
+/* A program compiled against version 1 of rl_options (four fields, no fallback options) keeps
+ * working: only its bytes are read (the struct is on the heap, so valgrind would see an overread),
+ * and the fallback options take their defaults: fallback on, retry after 50 ms. */
+struct rl_options_v1 {
+    size_t struct_size;
+    const char *key_prefix;
+    uint64_t connect_timeout_ms;
+    uint64_t request_timeout_ms;
+};
+
+static void test_old_options_struct(void) {
+    struct rl_options_v1 *v1 = malloc(sizeof *v1);
+    v1->struct_size = sizeof *v1;
+    v1->key_prefix = "old:";
+    v1->connect_timeout_ms = 5000;
+    v1->request_timeout_ms = 5000;
+    CHECK(sizeof *v1 < sizeof(rl_options), "version 1 is smaller");
+    rl_limiter *l = NULL;
+    rl_error *err = NULL;
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d/", free_port());
+    CHECK(rl_limiter_open(url, (const rl_options *)v1, &l, &err) == RL_OK, "version 1 struct: %s", rl_error_message(err));
+    rl_decision d;
+    rl_status st = rl_acquire(l, (const uint8_t *)"k", 1, 10, 1000, 1, &d, &err);
+    CHECK(st == RL_OK && d.allowed && d.mode == RL_MODE_LOCAL, "defaults: fallback on: %s %s mode=%s",
+          rl_status_name((int)st), rl_error_message(err), st == RL_OK ? rl_mode_name((int)d.mode) : "-");
+    rl_limiter_free(l);
+    /* Version 1 with the memory backend, and a bad value in it still named. */
+    l = NULL;
+    CHECK(rl_limiter_open(NULL, (const rl_options *)v1, &l, &err) == RL_OK, "memory: %s", rl_error_message(err));
+    rl_limiter_free(l);
+    v1->connect_timeout_ms = 60001;
+    st = rl_limiter_open(NULL, (const rl_options *)v1, &l, &err);
+    EXPECT_ERROR(st, err, RL_INVALID_ARGUMENT, "invalid argument `connect_timeout`: is 60001 ms; must be between 1 ms and 60 s");
+    free(v1);
 }
 
 /* One RESP command over a fresh socket to the test Redis; returns the reply's first byte. */
@@ -695,6 +976,10 @@ static const struct test TESTS[] = {
     {"bad_arguments", test_bad_arguments, 0},
     {"bad_open", test_bad_open, 0},
     {"backend_unavailable", test_backend_unavailable, 0},
+    {"local_fallback", test_local_fallback, 0},
+    {"stats", test_stats, 0},
+    {"bad_fallback_options", test_bad_fallback_options, 0},
+    {"old_options_struct", test_old_options_struct, 0},
     {"backend_error", test_backend_error, 1},
     {"open_free_from_threads", test_open_free_from_threads, 0},
     {"fork_child_uses_handle", test_fork_child_uses_handle, 0},

@@ -222,7 +222,7 @@ def test_sync_limiter_is_thread_safe_and_releases_the_gil(server: object) -> Non
     import time
 
     srv = server  # conftest.Server
-    lim = rl.Limiter(srv.url, request_timeout_ms=1000)  # type: ignore[attr-defined]
+    lim = rl.Limiter(srv.url, request_timeout_ms=1000, local_fallback=False)  # type: ignore[attr-defined]
     lim.ping()
     srv.freeze()  # type: ignore[attr-defined]
     try:

@@ -1,5 +1,6 @@
 """Redis absent, frozen, killed and restarted: `BackendUnavailable` within the configured
-timeout, never a hang, and the same limiter works again once Redis is back."""
+timeout, never a hang, and the same limiter works again once Redis is back. These limiters run
+with ``local_fallback=False`` (the fallback, on by default, is tested in test_fallback.py)."""
 
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ def wait_until_it_works(call: Callable[[], Any], seconds: float = 10.0) -> Any:
 
 def test_redis_not_running(key: str) -> None:
     url = f"redis://127.0.0.1:{free_port()}/"
-    lim = rl.Limiter(url, connect_timeout_ms=TIMEOUT_MS, request_timeout_ms=TIMEOUT_MS)
+    lim = rl.Limiter(url, connect_timeout_ms=TIMEOUT_MS, request_timeout_ms=TIMEOUT_MS, local_fallback=False)
     for _ in range(3):
         e, took = timed(lambda: lim.acquire(key, 10, 1000))
         assert isinstance(e, rl.BackendUnavailable), repr(e)
@@ -50,7 +51,7 @@ def test_redis_not_running(key: str) -> None:
     assert isinstance(e, rl.BackendUnavailable) and "unavailable" in str(e)
 
     async def main() -> None:
-        alim = rl.AsyncLimiter(url, connect_timeout_ms=TIMEOUT_MS, request_timeout_ms=TIMEOUT_MS)
+        alim = rl.AsyncLimiter(url, connect_timeout_ms=TIMEOUT_MS, request_timeout_ms=TIMEOUT_MS, local_fallback=False)
         start = time.monotonic()
         with pytest.raises(rl.BackendUnavailable):
             await alim.acquire(key, 10, 1000)
@@ -65,8 +66,8 @@ def test_redis_not_running(key: str) -> None:
 
 
 def test_killed_then_restarted_on_the_same_port(server: Any, key: str) -> None:
-    lim = rl.Limiter(server.url, connect_timeout_ms=TIMEOUT_MS, request_timeout_ms=TIMEOUT_MS)
-    alim = rl.AsyncLimiter(server.url, connect_timeout_ms=TIMEOUT_MS, request_timeout_ms=TIMEOUT_MS)
+    lim = rl.Limiter(server.url, connect_timeout_ms=TIMEOUT_MS, request_timeout_ms=TIMEOUT_MS, local_fallback=False)
+    alim = rl.AsyncLimiter(server.url, connect_timeout_ms=TIMEOUT_MS, request_timeout_ms=TIMEOUT_MS, local_fallback=False)
     assert lim.acquire(key, 10, 60_000).allowed
     assert asyncio.run(alim.acquire(key, 10, 60_000)).used == 2
 
@@ -102,8 +103,8 @@ def test_killed_then_restarted_on_the_same_port(server: Any, key: str) -> None:
 
 
 def test_frozen_times_out_then_recovers(server: Any, key: str) -> None:
-    lim = rl.Limiter(server.url, request_timeout_ms=TIMEOUT_MS)
-    alim = rl.AsyncLimiter(server.url, request_timeout_ms=TIMEOUT_MS)
+    lim = rl.Limiter(server.url, request_timeout_ms=TIMEOUT_MS, local_fallback=False)
+    alim = rl.AsyncLimiter(server.url, request_timeout_ms=TIMEOUT_MS, local_fallback=False)
     assert lim.acquire(key, 10, 60_000).allowed
     server.freeze()
     try:

@@ -31,6 +31,28 @@ def sync_use(url: str) -> bool:
         return d.allowed
 
 
+def fallback_and_stats(url: str) -> int:
+    lim = rl.Limiter(url, retry_delay_ms=20, local_fallback=True, degrade_rtt_ms=10, degrade_after_ms=200,
+                     recover_rtt_ms=5, recover_after_ms=1000, instances=4, local_max_keys=50_000)
+    rl.Limiter(url, instances=None, local_fallback=False)
+    rl.Limiter(url, local_fallback=1)  # type: ignore[arg-type]
+    rl.Limiter(url, retry_delay_ms=0.05)  # type: ignore[arg-type]
+    s = lim.stats()
+    assert_type(s, rl.Stats)
+    assert_type(s.mode, str)
+    assert_type(s.topology, str)
+    assert_type(s.state_reason, str)
+    assert_type(s.decisions_local, int)
+    assert_type(s.rtt_p99_us, int)
+    assert_type(s.as_dict(), "dict[str, str | int]")
+    assert_type(lim.instance_id, "str | None")
+    s.mode = "normal"  # type: ignore[misc]
+    alim = rl.AsyncLimiter(url, local_fallback=False, instances=2)
+    assert_type(alim.stats(), rl.Stats)
+    assert_type(alim.instance_id, "str | None")
+    return s.decisions_normal + s.decisions_local
+
+
 async def async_use(url: str) -> int:
     async with rl.AsyncLimiter(url) as lim:
         d = await lim.acquire("api:orders", 5000, 1000, cost=1)

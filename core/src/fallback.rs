@@ -286,7 +286,15 @@ async fn background(path: Weak<RedisPath>, wake: Arc<Notify>) {
         let local = p.is_local();
         if local {
             p.health.counters.probes.fetch_add(1, Ordering::Relaxed);
-            match p.heartbeat().await {
+            let beat = p.heartbeat().await;
+            if beat.is_ok() {
+                // Redis answers, if not yet fast enough: write the local permits back now, so
+                // instances that return to `normal` sooner than this one see them.
+                if let Err(e) = async { p.check_primary().await?; p.flush().await }.await {
+                    tracing::trace!(error = %e, "rl: early repair failed");
+                }
+            }
+            match beat {
                 Ok(rtt) if rtt < p.health.t.recover_rtt => {
                     last_beat = Some(Instant::now());
                     let since = *fast_since.get_or_insert_with(Instant::now);

@@ -31,7 +31,7 @@ from ._errors import (
     LimiterClosed,
     RateLimitError,
 )
-from ._rl import MAX_KEY_BYTES, MAX_PERMITS, MAX_WINDOW_MS, AsyncCore as _AsyncCore, Bridge as _Bridge, Decision, Limiter, __version__
+from ._rl import MAX_KEY_BYTES, MAX_PERMITS, MAX_WINDOW_MS, AsyncCore as _AsyncCore, Bridge as _Bridge, Decision, Limiter, Stats, __version__
 
 __all__ = [
     "AsyncLimiter",
@@ -48,6 +48,7 @@ __all__ = [
     "MAX_PERMITS",
     "MAX_WINDOW_MS",
     "RateLimitError",
+    "Stats",
     "__version__",
 ]
 
@@ -113,9 +114,13 @@ class AsyncLimiter:
     the event loop that awaited them; one ``AsyncLimiter`` may serve several loops.
 
     ``url=None`` (or ``"memory://"``) is the in-process memory backend; ``redis://``,
-    ``rediss://`` (TLS) and ``unix://`` URLs use Redis. Options left out (or ``None``) take the
-    core's defaults: ``key_prefix="rl:"``, ``connect_timeout_ms=500``, ``request_timeout_ms=500``,
-    ``max_clock_skew_ms=1000``. Nothing is connected until the first call.
+    ``rediss://`` (TLS), ``unix://``, ``redis+sentinel://`` and ``redis+cluster://`` URLs use
+    Redis. Options left out (or ``None``) take the core's defaults: ``key_prefix="rl:"``,
+    ``connect_timeout_ms=500``, ``request_timeout_ms=500``, ``max_clock_skew_ms=1000``,
+    ``retry_delay_ms=50``, ``local_fallback=True``, ``degrade_rtt_ms=5``,
+    ``degrade_after_ms=100``, ``recover_rtt_ms=2``, ``recover_after_ms=500``, ``instances=None``
+    (counted from the fleet's heartbeats in Redis), ``local_max_keys=10000``. Nothing is
+    connected until the first call.
     """
 
     __slots__ = ("_core", "_memory", "_last", "__weakref__")
@@ -128,6 +133,14 @@ class AsyncLimiter:
         connect_timeout_ms: Optional[int] = None,
         request_timeout_ms: Optional[int] = None,
         max_clock_skew_ms: Optional[int] = None,
+        retry_delay_ms: Optional[int] = None,
+        local_fallback: Optional[bool] = None,
+        degrade_rtt_ms: Optional[int] = None,
+        degrade_after_ms: Optional[int] = None,
+        recover_rtt_ms: Optional[int] = None,
+        recover_after_ms: Optional[int] = None,
+        instances: Optional[int] = None,
+        local_max_keys: Optional[int] = None,
     ) -> None:
         self._core = _AsyncCore(
             url,
@@ -135,6 +148,14 @@ class AsyncLimiter:
             connect_timeout_ms=connect_timeout_ms,
             request_timeout_ms=request_timeout_ms,
             max_clock_skew_ms=max_clock_skew_ms,
+            retry_delay_ms=retry_delay_ms,
+            local_fallback=local_fallback,
+            degrade_rtt_ms=degrade_rtt_ms,
+            degrade_after_ms=degrade_after_ms,
+            recover_rtt_ms=recover_rtt_ms,
+            recover_after_ms=recover_after_ms,
+            instances=instances,
+            local_max_keys=local_max_keys,
         )
         self._memory = self._core.backend == "memory"
         # The last loop used (weakly) and its bridge, as one tuple so threads see a consistent
@@ -202,6 +223,17 @@ class AsyncLimiter:
     def redis_key(self, key: Key) -> bytes:
         """The Redis key that holds ``key``'s window."""
         return self._core.redis_key(key)
+
+    def stats(self) -> Stats:
+        """Which path decides now, per-path counters, state transitions and Redis round trips.
+        A plain method, not a coroutine: it never waits (no I/O). Raises ``LimiterClosed`` after
+        ``close()``."""
+        return self._core.stats()
+
+    @property
+    def instance_id(self) -> Optional[str]:
+        """This limiter's id in the fleet's heartbeats in Redis; ``None`` for the memory backend."""
+        return self._core.instance_id
 
     @property
     def backend(self) -> Literal["redis", "memory"]:

@@ -1,0 +1,134 @@
+//! Sentinel and Cluster, with real servers from `rl-harness`: a primary killed under load, and a
+//! slot migrated under load. `REPORT` lines carry the measured figures (`--nocapture`).
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use rl_core::audit::max_in_any_window;
+use rl_core::{Limiter, Mode, Options};
+use rl_harness::{key_slot, Cluster, SentinelTrio};
+
+#[test]
+fn sentinel_failover_under_load_follows_the_new_primary_within_the_bound() {
+    let mut trio = SentinelTrio::start().unwrap();
+    let rt = runtime();
+    let (n, limit, window) = (4usize, 500u64, 1000u64);
+    let url = trio.url();
+    let limiters: Vec<Limiter> = (0..n).map(|_| Limiter::open(Some(&url), Options::default()).unwrap()).collect();
+    rt.block_on(async {
+        for l in &limiters {
+            assert_eq!(l.acquire("warm-up", 1000, 1000, 1).await.unwrap().mode, Mode::Normal);
+        }
+    });
+    wait_until("every instance sees 4 live instances", Duration::from_secs(5), || limiters.iter().all(|l| l.stats().instances == n as u64));
+    let replica_port = trio.replica().port();
+
+    let (records, killed, promoted) = std::thread::scope(|s| {
+        // 2x the limit: 4 instances x 250/s against 500/s.
+        let load = s.spawn(|| rt.block_on(drive(&limiters, "failover", limit, window, 250, Duration::from_secs(8))));
+        std::thread::sleep(Duration::from_secs(2));
+        let killed = Instant::now();
+        trio.kill_primary().unwrap();
+        let port = trio.wait_for_failover(Duration::from_secs(20)).unwrap();
+        let promoted = Instant::now();
+        assert_eq!(port, replica_port);
+        (load.join().unwrap(), killed, promoted)
+    });
+
+    assert!(records.iter().all(|r| r.result.is_ok()), "a call failed: {:?}", records.iter().find(|r| r.result.is_err()));
+    let timeout = Options::default().request_timeout;
+    let slowest = records.iter().map(|r| r.latency).max().unwrap();
+    assert!(slowest <= timeout, "a call waited {slowest:?}");
+    let first_local = records.iter().filter(|r| r.mode() == Some(Mode::Local)).map(|r| r.done()).min().expect("never went local");
+    let back = records
+        .iter()
+        .filter(|r| r.started > promoted && r.mode() == Some(Mode::Normal))
+        .map(|r| r.started)
+        .min()
+        .expect("never returned to normal on the new primary");
+    let tail: Vec<_> = records.iter().rev().take(200).collect();
+    assert!(tail.iter().all(|r| r.mode() == Some(Mode::Normal)), "the last decisions were not all made by the new primary");
+    for l in &limiters {
+        let s = l.stats();
+        assert_eq!(s.mode, Mode::Normal, "{s:?}");
+        assert_eq!(s.failovers, 1, "each instance saw one new primary: {s:?}");
+    }
+    let key = limiters[0].redis_key("failover");
+    assert_eq!(trio.replica().command(&[b"EXISTS", &key]).unwrap().as_int(), Some(1), "the window lives on the promoted replica");
+
+    let admitted: Vec<_> = records.iter().filter_map(|r| r.admitted()).collect();
+    let max = max_in_any_window(&admitted, window);
+    let bound = limit + limit / n as u64;
+    assert!(max <= bound, "{max} admitted in one window; bound limit x (1 + 1/instances) = {bound}");
+    let repaired: u64 = limiters.iter().map(|l| l.stats().repaired_permits).sum();
+    println!(
+        "REPORT Sentinel failover (SIGKILL primary), 4 instances x 250/s, limit {limit}/{window} ms: fell back {} ms after the kill; \
+         Sentinel promoted the replica {} ms after the kill; back to normal on it {} ms after the promotion; slowest call {} ms; \
+         decisions {}; max admitted in any window {max} (limit {limit}, overshoot {:.1}%, bound {bound}); permits repaired {repaired}",
+        first_local.saturating_duration_since(killed).as_millis(),
+        (promoted - killed).as_millis(),
+        (back - promoted).as_millis(),
+        slowest.as_millis(),
+        per_mode(&records),
+        (max.saturating_sub(limit)) as f64 * 100.0 / limit as f64,
+    );
+}
+
+#[test]
+fn cluster_spreads_keys_over_every_master() {
+    let cluster = Cluster::start().unwrap();
+    let l = rl_core::blocking::Limiter::open(Some(&cluster.url()), Options { local_fallback: false, ..Options::default() }).unwrap();
+    let mut per_node = [0usize; 3];
+    for i in 0..300 {
+        let key = format!("spread-{i}");
+        let d = l.acquire(&key, 10, 60_000, 1).unwrap();
+        assert!(d.allowed && d.mode == Mode::Normal && d.used == 1);
+        let rk = l.redis_key(&key);
+        let owner = cluster.key_owner(&rk).unwrap();
+        assert_eq!(cluster.nodes()[owner].command(&[b"EXISTS", &rk]).unwrap().as_int(), Some(1), "{key} not on its slot's owner");
+        per_node[owner] += 1;
+    }
+    assert!(per_node.iter().all(|&c| c > 50), "keys per master: {per_node:?}");
+    assert_eq!(l.stats().topology, "cluster");
+}
+
+#[test]
+fn cluster_slot_migration_under_load_makes_no_wrong_decision() {
+    let cluster = Cluster::start().unwrap();
+    let rt = runtime();
+    let (n, limit, window) = (4usize, 400u64, 1000u64);
+    let url = cluster.url();
+    let limiters: Vec<Limiter> = (0..n).map(|_| Limiter::open(Some(&url), Options::default()).unwrap()).collect();
+    let key = limiters[0].redis_key("hot");
+    let slot = key_slot(&key);
+    let from = cluster.slot_owner(slot).unwrap();
+    let to = (from + 1) % 3;
+    // Other keys in the same slot, so the migration takes a while and the window's key moves
+    // somewhere in the middle of it.
+    for i in 0..300 {
+        let filler = format!("filler{{hot}}:{i}");
+        cluster.nodes()[from].command(&[b"SET", filler.as_bytes(), b"x"]).unwrap();
+    }
+    let (records, migrated) = std::thread::scope(|s| {
+        let load = s.spawn(|| rt.block_on(drive(&limiters, "hot", limit, window, 200, Duration::from_secs(5))));
+        std::thread::sleep(Duration::from_millis(1500));
+        let started = Instant::now();
+        cluster.migrate_slot_slowly(slot, to, Duration::from_millis(40), 10).unwrap();
+        let migrated = started.elapsed();
+        (load.join().unwrap(), migrated)
+    });
+    assert_eq!(cluster.slot_owner(slot).unwrap(), to);
+    assert_eq!(cluster.nodes()[to].command(&[b"EXISTS", &key]).unwrap().as_int(), Some(1));
+    assert!(records.iter().all(|r| r.mode() == Some(Mode::Normal)), "{}", per_mode(&records));
+    let admitted: Vec<_> = records.iter().filter_map(|r| r.admitted()).collect();
+    let max = max_in_any_window(&admitted, window);
+    assert_eq!(max, limit, "max admitted in any window during the migration");
+    println!(
+        "REPORT Cluster slot migration ({} ms, 300 other keys, 10 per MIGRATE) under 4 instances x 200/s, limit {limit}/{window} ms: \
+         decisions {}; max admitted in any window {max} (exactly the limit)",
+        migrated.as_millis(),
+        per_mode(&records)
+    );
+}
