@@ -11,6 +11,29 @@ export interface LimiterOptions {
   requestTimeoutMs?: number
   /** Allowed distance between a client-supplied clock and Redis TIME, ms. Default 1000. */
   maxClockSkewMs?: number
+  /**
+   * Wait before the single retry of a call that failed with a connection-class error (refused,
+   * dropped, READONLY, LOADING, TRYAGAIN, CLUSTERDOWN, MASTERDOWN, BUSY, OOM), ms; 0 allowed, at
+   * most `requestTimeoutMs`. Default 50.
+   */
+  retryDelayMs?: number
+  /**
+   * While Redis is unhealthy, decide locally (`mode: 'local'`, from the budget `limit / instances`)
+   * instead of rejecting with {@link BackendUnavailableError}. Default `true`.
+   */
+  localFallback?: boolean
+  /** normal → local when real calls' round trips stay above `degradeRttMs` for `degradeAfterMs` (or calls fail after their retry). 1..60000 ms. Default 5. */
+  degradeRttMs?: number
+  /** See `degradeRttMs`. 1..60000 ms. Default 100. */
+  degradeAfterMs?: number
+  /** local → normal when background probes see round trips below `recoverRttMs` for `recoverAfterMs`. 1..60000 ms, at most `degradeRttMs`. Default 2. */
+  recoverRttMs?: number
+  /** See `recoverRttMs`. 1..60000 ms. Default 500. */
+  recoverAfterMs?: number
+  /** How many instances share each limit (local budget = floor(limit / instances)), 1..1000000. Default: counted from live instances' heartbeats in Redis (1 before any is seen). */
+  instances?: number
+  /** Most keys the local record keeps (least recently used ones are forgotten), 1..10000000. Default 10000. */
+  localMaxKeys?: number
 }
 
 /** What `acquire` asks for: at most `limit` permits in any span of `windowMs` ms. */
@@ -30,7 +53,11 @@ export interface PeekOptions {
   cost?: never
 }
 
-/** Which path decided: `normal` (Redis), `memory` (in-process backend); later versions add more. */
+/**
+ * Which path decided: `normal` (Redis), `memory` (in-process backend), `local` (the fallback while
+ * Redis is unhealthy: counts from the local budget `floor(limit / instances)`), `lease`; later
+ * versions may add more.
+ */
 export type Mode = 'normal' | 'memory' | 'local' | 'lease' | (string & {})
 
 /** One decision. All times in ms on the deciding clock (Redis TIME for Redis). */
@@ -51,6 +78,51 @@ export interface Decision {
   nowMs: number
 }
 
+/** What `limiter.stats()` returns: a plain object, a snapshot. Counts are since the limiter was made. */
+export interface Stats {
+  /** The path new decisions take now: `normal` (Redis), `local` (fallback) or `memory`. */
+  mode: Mode
+  /** `standalone`, `sentinel`, `cluster` or `memory`. */
+  topology: 'standalone' | 'sentinel' | 'cluster' | 'memory' | (string & {})
+  /** Decisions made by Redis. */
+  decisionsNormal: number
+  /** Decisions made by the local fallback. */
+  decisionsLocal: number
+  /** Decisions made by the memory backend. */
+  decisionsMemory: number
+  /** normal → local transitions. */
+  transitionsToLocal: number
+  /** local → normal transitions. */
+  transitionsToNormal: number
+  /** How long the current state has lasted, ms. */
+  stateMs: number
+  /** What caused the current state (`"start"` at first). */
+  stateReason: string
+  /** Redis calls that failed with a connection-class error. */
+  redisErrors: number
+  /** Of those, how many were retried. */
+  retries: number
+  /** Recovery probes sent while `local`. */
+  probes: number
+  /** Repair calls that wrote locally admitted permits back to Redis. */
+  repairs: number
+  /** Permits those repairs added. */
+  repairedPermits: number
+  /** New primaries seen (Sentinel, Cluster). */
+  failovers: number
+  /** The divisor of the local budget: configured, or live instances seen in Redis. */
+  instances: number
+  /** Keys the local record holds (at most `localMaxKeys`). */
+  localKeys: number
+  /** Round trips recorded (of the last 1024 Redis decisions). */
+  rttSamples: number
+  /** Last, median, 99th percentile and longest round trip, in microseconds. */
+  rttLastUs: number
+  rttP50Us: number
+  rttP99Us: number
+  rttMaxUs: number
+}
+
 /** A key: a string (its UTF-8 bytes) or raw bytes. */
 export type Key = string | Buffer | Uint8Array
 
@@ -61,8 +133,10 @@ export type Key = string | Buffer | Uint8Array
  */
 export declare class Limiter {
   /**
-   * @param url `redis://[user:password@]host:port[/db]`, `rediss://...` (TLS), `memory://`, or
-   *   omitted for the in-process memory backend. Nothing is connected here: the first call connects.
+   * @param url `redis://[user:password@]host:port[/db]`, `rediss://...` (TLS),
+   *   `redis+sentinel://host:port,host:port/master[/db]`, `redis+cluster://host:port,host:port`,
+   *   `memory://`, or omitted for the in-process memory backend. Nothing is connected here: the
+   *   first call connects.
    * @throws {InvalidArgumentError} synchronously, for a bad URL or option.
    */
   constructor(url?: string | null, options?: LimiterOptions)
@@ -70,6 +144,13 @@ export declare class Limiter {
   readonly backend: 'redis' | 'memory' | 'closed'
   /** Whether `close()` was called. */
   readonly closed: boolean
+  /** This limiter's id in the fleet's heartbeats in Redis; `null` for the memory backend. */
+  readonly instanceId: string | null
+  /**
+   * Which path decides now, per-path counters, state transitions and Redis round trips.
+   * Synchronous: never waits (no I/O). Throws {@link LimiterClosedError} after `close()`.
+   */
+  stats(): Stats
   /**
    * Takes `cost` permits from `key`'s window if they fit. A denied request takes nothing.
    * Rejects with {@link InvalidArgumentError} (a TypeError or RangeError), {@link BackendUnavailableError},
@@ -102,7 +183,11 @@ export type ErrorCode =
 export declare class LimiterError extends Error {
   readonly code: Exclude<ErrorCode, 'ERR_RL_INVALID_ARGUMENT'>
 }
-/** Redis could not be reached in time (refused, timed out, dropped). Retrying later may succeed. */
+/**
+ * Redis could not be reached in time (refused, timed out, dropped). Retrying later may succeed.
+ * With the default `localFallback: true`, `acquire` and `peek` are decided locally instead;
+ * `reset` and `ping` still reject with it.
+ */
 export declare class BackendUnavailableError extends LimiterError {
   readonly code: 'ERR_RL_BACKEND_UNAVAILABLE'
 }

@@ -95,6 +95,19 @@ const ARGUMENT_NAMES = {
   requestTimeoutMs: 'options.requestTimeoutMs',
   max_clock_skew_ms: 'options.maxClockSkewMs',
   maxClockSkewMs: 'options.maxClockSkewMs',
+  retry_delay: 'options.retryDelayMs',
+  retryDelayMs: 'options.retryDelayMs',
+  degrade_rtt: 'options.degradeRttMs',
+  degradeRttMs: 'options.degradeRttMs',
+  degrade_after: 'options.degradeAfterMs',
+  degradeAfterMs: 'options.degradeAfterMs',
+  recover_rtt: 'options.recoverRttMs',
+  recoverRttMs: 'options.recoverRttMs',
+  recover_after: 'options.recoverAfterMs',
+  recoverAfterMs: 'options.recoverAfterMs',
+  instances: 'options.instances',
+  local_max_keys: 'options.localMaxKeys',
+  localMaxKeys: 'options.localMaxKeys',
 }
 
 /** Turns a core error (code, message, argument) into one of the classes above. */
@@ -184,8 +197,11 @@ class Limiter {
 
   /**
    * @param {string} [url] `redis://[user:password@]host:port[/db]`, `rediss://...` (TLS),
+   *   `redis+sentinel://host:port,host:port/master[/db]`, `redis+cluster://host:port,host:port`,
    *   `memory://` or undefined for the in-process memory backend. Nothing is connected here.
-   * @param {object} [options] `{ keyPrefix, connectTimeoutMs, requestTimeoutMs, maxClockSkewMs }`
+   * @param {object} [options] `{ keyPrefix, connectTimeoutMs, requestTimeoutMs, maxClockSkewMs,
+   *   retryDelayMs, localFallback, degradeRttMs, degradeAfterMs, recoverRttMs, recoverAfterMs,
+   *   instances, localMaxKeys }`
    * @throws {InvalidArgumentError} synchronously, for a bad URL or option
    */
   constructor(url, options = {}) {
@@ -197,6 +213,10 @@ class Limiter {
     if (keyPrefix !== undefined && typeof keyPrefix !== 'string') {
       throw new InvalidArgumentTypeError('options.keyPrefix', `must be of type string. Received ${describe(keyPrefix)}`)
     }
+    const localFallback = options.localFallback
+    if (localFallback !== undefined && typeof localFallback !== 'boolean') {
+      throw new InvalidArgumentTypeError('options.localFallback', `must be of type boolean. Received ${describe(localFallback)}`)
+    }
     this.#native = new NativeLimiter(
       url ?? undefined,
       {
@@ -204,6 +224,14 @@ class Limiter {
         connectTimeoutMs: optional(options, 'connectTimeoutMs', undefined),
         requestTimeoutMs: optional(options, 'requestTimeoutMs', undefined),
         maxClockSkewMs: optional(options, 'maxClockSkewMs', undefined),
+        retryDelayMs: optional(options, 'retryDelayMs', undefined),
+        localFallback,
+        degradeRttMs: optional(options, 'degradeRttMs', undefined),
+        degradeAfterMs: optional(options, 'degradeAfterMs', undefined),
+        recoverRttMs: optional(options, 'recoverRttMs', undefined),
+        recoverAfterMs: optional(options, 'recoverAfterMs', undefined),
+        instances: optional(options, 'instances', undefined),
+        localMaxKeys: optional(options, 'localMaxKeys', undefined),
       },
       makeError,
       makeDecision,
@@ -219,6 +247,23 @@ class Limiter {
   /** Whether `close()` was called. */
   get closed() {
     return this.#native.closed
+  }
+
+  /** This limiter's id in the fleet's heartbeats in Redis; `null` for the memory backend. */
+  get instanceId() {
+    return this.#native.instanceId
+  }
+
+  /**
+   * Which path decides now, per-path counters, state transitions and Redis round trips, as a
+   * plain object. Synchronous: it never waits (no I/O).
+   * @returns {Stats}
+   * @throws {LimiterClosedError} after `close()`
+   */
+  stats() {
+    const stats = this.#native.stats()
+    if (stats == null) throw new LimiterClosedError()
+    return stats
   }
 
   /**

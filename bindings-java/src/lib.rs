@@ -43,7 +43,7 @@ use rl_core::{Decision, Error, Mode, Options, SystemClock, MAX_PERMITS, MAX_WIND
 
 /// Bumped whenever a `native` signature in `dev.rl.Native` changes; Java refuses a library whose
 /// number differs (a stale `librl_java.so` on `java.library.path`).
-const ABI_VERSION: jint = 1;
+const ABI_VERSION: jint = 2;
 
 // ---------------------------------------------------------------------------------------------
 // Errors
@@ -140,6 +140,8 @@ struct Cache {
     native: GlobalRef,
     /// `static Decision decision(boolean, long, long, long, long, int, String, long)`
     decision: JStaticMethodID,
+    /// `static Stats stats(int, String, String, String, long[])`
+    stats: JStaticMethodID,
     /// `static RuntimeException error(int, String, long, long, long, long)`
     error: JStaticMethodID,
     /// `static void complete(CompletableFuture, Object)`
@@ -308,6 +310,58 @@ fn decision<'l>(env: &mut JNIEnv<'l>, d: &Decision) -> Result<JObject<'l>, Failu
     Ok(obj)
 }
 
+/// A `dev.rl.Stats`, made by `Native.stats`.
+fn stats<'l>(env: &mut JNIEnv<'l>, s: &rl_core::Stats) -> Result<JObject<'l>, Failure> {
+    let c = cache()?;
+    let code = mode_code(s.mode);
+    let name = if code < 0 {
+        env.new_string(s.mode.as_str())?
+    } else {
+        JString::from(JObject::null())
+    };
+    let topology = env.new_string(s.topology)?;
+    let reason = env.new_string(&s.state_reason)?;
+    // In the order of the record's long components (see Native.stats).
+    let numbers = [
+        s.decisions_normal,
+        s.decisions_local,
+        s.decisions_memory,
+        s.transitions_to_local,
+        s.transitions_to_normal,
+        s.state_ms,
+        s.redis_errors,
+        s.retries,
+        s.probes,
+        s.repairs,
+        s.repaired_permits,
+        s.failovers,
+        s.instances,
+        s.local_keys,
+        s.rtt_samples,
+        s.rtt_last_us,
+        s.rtt_p50_us,
+        s.rtt_p99_us,
+        s.rtt_max_us,
+    ]
+    .map(long);
+    let array = env.new_long_array(numbers.len() as i32)?;
+    env.set_long_array_region(&array, 0, &numbers)?;
+    let args = [
+        jvalue { i: code },
+        jvalue { l: name.as_raw() },
+        jvalue {
+            l: topology.as_raw(),
+        },
+        jvalue { l: reason.as_raw() },
+        jvalue { l: array.as_raw() },
+    ];
+    // SAFETY: `stats` was looked up on `native` with exactly this signature.
+    let obj =
+        unsafe { env.call_static_method_unchecked(&c.native, c.stats, ReturnType::Object, &args) }?
+            .l()?;
+    Ok(obj)
+}
+
 /// Runs a blocking core call. On a thread inside the core's runtime (a Java callback of an async
 /// call, running on a runtime worker, that calls a synchronous method), it first hands the
 /// worker's other tasks to another thread, so a blocked callback cannot starve the runtime.
@@ -341,6 +395,11 @@ pub extern "system" fn Java_dev_rl_Native_init<'l>(mut env: JNIEnv<'l>, class: J
             "decision",
             "(ZJJJJILjava/lang/String;J)Ldev/rl/Decision;",
         )?;
+        let stats = env.get_static_method_id(
+            &class,
+            "stats",
+            "(ILjava/lang/String;Ljava/lang/String;Ljava/lang/String;[J)Ldev/rl/Stats;",
+        )?;
         let error = env.get_static_method_id(
             &class,
             "error",
@@ -363,6 +422,7 @@ pub extern "system" fn Java_dev_rl_Native_init<'l>(mut env: JNIEnv<'l>, class: J
             vm,
             native,
             decision,
+            stats,
             error,
             complete,
             fail,
@@ -382,6 +442,15 @@ pub extern "system" fn Java_dev_rl_Native_open<'l>(
     request_timeout_ms: jlong,
     client_clock: jboolean,
     max_clock_skew_ms: jlong,
+    retry_delay_ms: jlong,
+    local_fallback: jboolean,
+    degrade_rtt_ms: jlong,
+    degrade_after_ms: jlong,
+    recover_rtt_ms: jlong,
+    recover_after_ms: jlong,
+    instances_set: jboolean,
+    instances: jlong,
+    local_max_keys: jlong,
 ) -> jlong {
     entry(&mut env, 0, |env| {
         let url = optional_string(env, &url)?;
@@ -397,6 +466,19 @@ pub extern "system" fn Java_dev_rl_Native_open<'l>(
         if client_clock == JNI_TRUE {
             options.clock = Some(Arc::new(SystemClock));
         }
+        let ms = |name, v| unsigned(name, v).map(Duration::from_millis);
+        options.retry_delay = ms("retry_delay", retry_delay_ms)?;
+        options.local_fallback = local_fallback == JNI_TRUE;
+        options.degrade_rtt = ms("degrade_rtt", degrade_rtt_ms)?;
+        options.degrade_after = ms("degrade_after", degrade_after_ms)?;
+        options.recover_rtt = ms("recover_rtt", recover_rtt_ms)?;
+        options.recover_after = ms("recover_after", recover_after_ms)?;
+        if instances_set == JNI_TRUE {
+            options.instances = Some(unsigned("instances", instances)?);
+        }
+        let keys = unsigned("local_max_keys", local_max_keys)?;
+        // Past usize (32-bit targets): the largest usize, which the core refuses by name.
+        options.local_max_keys = usize::try_from(keys).unwrap_or(usize::MAX);
         let limiter = Limiter::open(url.as_deref(), options)?;
         Ok(Box::into_raw(Box::new(limiter)) as jlong)
     })
@@ -532,6 +614,20 @@ pub extern "system" fn Java_dev_rl_Native_ping<'l>(
     entry(&mut env, (), |_| {
         let l = limiter(handle)?;
         blocking(|| l.ping())
+    })
+}
+
+/// The limiter's statistics; never blocks (the core reads counters).
+#[no_mangle]
+pub extern "system" fn Java_dev_rl_Native_stats<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    handle: jlong,
+) -> jobject {
+    entry(&mut env, std::ptr::null_mut(), |env| {
+        let l = limiter(handle)?;
+        let s = l.stats();
+        Ok(stats(env, &s)?.into_raw())
     })
 }
 

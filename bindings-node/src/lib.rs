@@ -48,6 +48,70 @@ pub struct NativeOptions {
     pub connect_timeout_ms: Option<f64>,
     pub request_timeout_ms: Option<f64>,
     pub max_clock_skew_ms: Option<f64>,
+    pub retry_delay_ms: Option<f64>,
+    pub local_fallback: Option<bool>,
+    pub degrade_rtt_ms: Option<f64>,
+    pub degrade_after_ms: Option<f64>,
+    pub recover_rtt_ms: Option<f64>,
+    pub recover_after_ms: Option<f64>,
+    pub instances: Option<f64>,
+    pub local_max_keys: Option<f64>,
+}
+
+/// `rl_core::Stats`, as `stats()` returns it (numbers are exact: counters stay far below 2^53).
+#[napi(object)]
+pub struct NativeStats {
+    pub mode: String,
+    pub topology: String,
+    pub decisions_normal: f64,
+    pub decisions_local: f64,
+    pub decisions_memory: f64,
+    pub transitions_to_local: f64,
+    pub transitions_to_normal: f64,
+    pub state_ms: f64,
+    pub state_reason: String,
+    pub redis_errors: f64,
+    pub retries: f64,
+    pub probes: f64,
+    pub repairs: f64,
+    pub repaired_permits: f64,
+    pub failovers: f64,
+    pub instances: f64,
+    pub local_keys: f64,
+    pub rtt_samples: f64,
+    pub rtt_last_us: f64,
+    pub rtt_p50_us: f64,
+    pub rtt_p99_us: f64,
+    pub rtt_max_us: f64,
+}
+
+impl From<rl_core::Stats> for NativeStats {
+    fn from(s: rl_core::Stats) -> Self {
+        NativeStats {
+            mode: s.mode.as_str().to_string(),
+            topology: s.topology.to_string(),
+            decisions_normal: s.decisions_normal as f64,
+            decisions_local: s.decisions_local as f64,
+            decisions_memory: s.decisions_memory as f64,
+            transitions_to_local: s.transitions_to_local as f64,
+            transitions_to_normal: s.transitions_to_normal as f64,
+            state_ms: s.state_ms as f64,
+            state_reason: s.state_reason,
+            redis_errors: s.redis_errors as f64,
+            retries: s.retries as f64,
+            probes: s.probes as f64,
+            repairs: s.repairs as f64,
+            repaired_permits: s.repaired_permits as f64,
+            failovers: s.failovers as f64,
+            instances: s.instances as f64,
+            local_keys: s.local_keys as f64,
+            rtt_samples: s.rtt_samples as f64,
+            rtt_last_us: s.rtt_last_us as f64,
+            rtt_p50_us: s.rtt_p50_us as f64,
+            rtt_p99_us: s.rtt_p99_us as f64,
+            rtt_max_us: s.rtt_max_us as f64,
+        }
+    }
 }
 
 /// A `napi_deferred` travelling to a runtime thread and back. It is only ever settled on the
@@ -347,6 +411,7 @@ fn new_promise(env: &Env) -> Result<(Deferred, sys::napi_value)> {
 pub struct NativeLimiter {
     core: Option<rl_core::Limiter>,
     inline: bool,
+    instance_id: Option<String>,
     runtime: tokio::runtime::Handle,
     queue: Arc<Queue>,
     notifier: Option<Arc<Notifier>>,
@@ -384,7 +449,16 @@ impl NativeLimiter {
             connect_timeout_ms,
             request_timeout_ms,
             max_clock_skew_ms,
+            retry_delay_ms,
+            local_fallback,
+            degrade_rtt_ms,
+            degrade_after_ms,
+            recover_rtt_ms,
+            recover_after_ms,
+            instances,
+            local_max_keys,
         } = options;
+        let millis = |name: &'static str, v: f64| whole(name, v).map(Duration::from_millis);
         let mut options = rl_core::Options::default();
         if let Some(p) = key_prefix {
             options.key_prefix = p;
@@ -400,8 +474,39 @@ impl NativeLimiter {
         if let Some(v) = max_clock_skew_ms {
             options.max_clock_skew_ms = whole("maxClockSkewMs", v).map_err(fail)?;
         }
+        if let Some(v) = retry_delay_ms {
+            options.retry_delay = millis("retryDelayMs", v).map_err(fail)?;
+        }
+        if let Some(v) = local_fallback {
+            options.local_fallback = v;
+        }
+        if let Some(v) = degrade_rtt_ms {
+            options.degrade_rtt = millis("degradeRttMs", v).map_err(fail)?;
+        }
+        if let Some(v) = degrade_after_ms {
+            options.degrade_after = millis("degradeAfterMs", v).map_err(fail)?;
+        }
+        if let Some(v) = recover_rtt_ms {
+            options.recover_rtt = millis("recoverRttMs", v).map_err(fail)?;
+        }
+        if let Some(v) = recover_after_ms {
+            options.recover_after = millis("recoverAfterMs", v).map_err(fail)?;
+        }
+        if let Some(v) = instances {
+            options.instances = Some(whole("instances", v).map_err(fail)?);
+        }
+        if let Some(v) = local_max_keys {
+            let n = whole("localMaxKeys", v).map_err(fail)?;
+            options.local_max_keys = usize::try_from(n).map_err(|_| {
+                fail(rl_core::Error::InvalidArgument {
+                    name: "localMaxKeys",
+                    message: format!("is {n}, which does not fit in this platform's usize"),
+                })
+            })?;
+        }
         let core = rl_core::Limiter::open(url.as_deref(), options).map_err(fail)?;
         let inline = core.backend() == rl_core::BackendKind::Memory;
+        let instance_id = core.instance_id().map(str::to_owned);
         let runtime = rl_core::runtime::handle().map_err(fail)?;
 
         let queue = Arc::new(Queue {
@@ -424,6 +529,7 @@ impl NativeLimiter {
         Ok(NativeLimiter {
             core: Some(core),
             inline,
+            instance_id,
             runtime,
             queue: queue.clone(),
             notifier: Some(Arc::new(Notifier { queue, tsfn })),
@@ -442,6 +548,19 @@ impl NativeLimiter {
     #[napi(getter)]
     pub fn closed(&self) -> bool {
         self.core.is_none()
+    }
+
+    /// This limiter's id in the fleet's heartbeats in Redis; null for the memory backend. Kept
+    /// after `close()`.
+    #[napi(getter)]
+    pub fn instance_id(&self) -> Option<String> {
+        self.instance_id.clone()
+    }
+
+    /// The core's `Stats` (no I/O, never waits); null once closed (the wrapper throws then).
+    #[napi]
+    pub fn stats(&self) -> Option<NativeStats> {
+        self.core.as_ref().map(|c| NativeStats::from(c.stats()))
     }
 
     #[napi(ts_return_type = "Promise<NativeDecision>")]

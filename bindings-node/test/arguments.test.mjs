@@ -143,8 +143,27 @@ describe('bad constructor arguments throw synchronously', () => {
     [[REDIS_URL, { connectTimeoutMs: 60_001 }], RangeError, 'options.connectTimeoutMs'],
     [[REDIS_URL, { requestTimeoutMs: 0 }], RangeError, 'options.requestTimeoutMs'],
     [[REDIS_URL, { maxClockSkewMs: 30 * 24 * 3600 * 1000 + 1 }], RangeError, 'options.maxClockSkewMs'],
+    // The fallback's options: ranges are the core's, reported under the option's JavaScript name.
+    [[REDIS_URL, { retryDelayMs: 501 }], RangeError, 'options.retryDelayMs'],
+    [[REDIS_URL, { retryDelayMs: 200, requestTimeoutMs: 100 }], RangeError, 'options.retryDelayMs'],
+    [[REDIS_URL, { degradeRttMs: 0 }], RangeError, 'options.degradeRttMs'],
+    [[REDIS_URL, { degradeRttMs: 60_001 }], RangeError, 'options.degradeRttMs'],
+    [[REDIS_URL, { degradeAfterMs: 0 }], RangeError, 'options.degradeAfterMs'],
+    [[REDIS_URL, { recoverRttMs: 0 }], RangeError, 'options.recoverRttMs'],
+    [[REDIS_URL, { recoverRttMs: 10, degradeRttMs: 5 }], RangeError, 'options.recoverRttMs'],
+    [[REDIS_URL, { recoverRttMs: 6 }], RangeError, 'options.recoverRttMs'], // above the default degradeRttMs (5)
+    [[REDIS_URL, { recoverAfterMs: 60_001 }], RangeError, 'options.recoverAfterMs'],
+    [[REDIS_URL, { instances: 0 }], RangeError, 'options.instances'],
+    [[REDIS_URL, { instances: 1_000_001 }], RangeError, 'options.instances'],
+    [[REDIS_URL, { localMaxKeys: 0 }], RangeError, 'options.localMaxKeys'],
+    [[REDIS_URL, { localMaxKeys: 10_000_001 }], RangeError, 'options.localMaxKeys'],
+    [[undefined, { instances: 0 }], RangeError, 'options.instances'],
+    [[undefined, { recoverRttMs: 10, degradeRttMs: 5 }], RangeError, 'options.recoverRttMs'],
   ]
-  for (const field of ['connectTimeoutMs', 'requestTimeoutMs', 'maxClockSkewMs']) {
+  for (const [what, value] of [['1', 1], ['0', 0], ['"false"', 'false'], ['null', null], ['an object', {}]]) {
+    cases.push([[REDIS_URL, { localFallback: value }], TypeError, 'options.localFallback', what])
+  }
+  for (const field of ['connectTimeoutMs', 'requestTimeoutMs', 'maxClockSkewMs', 'retryDelayMs', 'degradeRttMs', 'degradeAfterMs', 'recoverRttMs', 'recoverAfterMs', 'instances', 'localMaxKeys']) {
     for (const [what, value, cls] of BAD_NUMBERS) cases.push([[REDIS_URL, { [field]: value }], cls, `options.${field}`, what])
   }
   for (const [args, cls, argument, what] of cases) {

@@ -1,6 +1,7 @@
 // Redis down: calls reject with BackendUnavailableError within the configured request timeout
 // (frozen server: no answer at all; killed server: connection refused), and the same limiter
-// works again once Redis is back. Uses a server of its own: it is frozen and killed here.
+// works again once Redis is back. Uses a server of its own: it is frozen and killed here. These
+// limiters run with `localFallback: false` (the fallback, on by default, is in fallback.test.mjs).
 import assert from 'node:assert/strict'
 import { after, before, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -37,7 +38,7 @@ function assertUnavailable(r) {
 }
 
 test('a frozen Redis: every call rejects within the request timeout, then it recovers', async () => {
-  const limiter = new Limiter(redis.url, { requestTimeoutMs: TIMEOUT_MS, connectTimeoutMs: TIMEOUT_MS })
+  const limiter = new Limiter(redis.url, { requestTimeoutMs: TIMEOUT_MS, connectTimeoutMs: TIMEOUT_MS, localFallback: false })
   const key = uniqueKey('frozen')
   assert.equal((await limiter.acquire(key, OPTS)).allowed, true)
 
@@ -58,7 +59,7 @@ test('a frozen Redis: every call rejects within the request timeout, then it rec
 })
 
 test('a killed Redis: calls reject fast with BackendUnavailableError; a restarted one is used again', async () => {
-  const limiter = new Limiter(redis.url, { requestTimeoutMs: TIMEOUT_MS, connectTimeoutMs: TIMEOUT_MS })
+  const limiter = new Limiter(redis.url, { requestTimeoutMs: TIMEOUT_MS, connectTimeoutMs: TIMEOUT_MS, localFallback: false })
   const key = uniqueKey('killed')
   assert.equal((await limiter.acquire(key, OPTS)).used, 1)
 
@@ -76,7 +77,7 @@ test('a killed Redis: calls reject fast with BackendUnavailableError; a restarte
 
 test('a limiter made while Redis is down works once Redis is up', async () => {
   await redis.kill()
-  const limiter = new Limiter(redis.url, { requestTimeoutMs: TIMEOUT_MS, connectTimeoutMs: TIMEOUT_MS })
+  const limiter = new Limiter(redis.url, { requestTimeoutMs: TIMEOUT_MS, connectTimeoutMs: TIMEOUT_MS, localFallback: false })
   const key = uniqueKey('late')
   assertUnavailable(await timed(limiter.acquire(key, OPTS)))
   await redis.restart()

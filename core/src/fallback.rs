@@ -4,6 +4,9 @@
 //! (the live instance count, in Redis), probes Redis while `local`, and before returning to
 //! `normal` writes the permits admitted meanwhile back into Redis (`lua/repair.lua`), together
 //! with the ones a new primary lost if a failover happened.
+//!
+//! With `local_fallback` off none of that runs: no record, no heartbeat, no repair; the limiter
+//! is a plain Redis client whose callers see `BackendUnavailable`.
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -103,7 +106,9 @@ impl RedisPath {
     /// Decides on Redis, or locally while Redis is unhealthy. Returns the verdict, the path that
     /// made it and the permit cap it was made against (the limit, or the local budget).
     pub(crate) async fn decide(self: &Arc<Self>, req: &Request<'_>, redis_key: &[u8]) -> Result<(Verdict, Mode, u64)> {
-        self.ensure_task();
+        if self.fallback {
+            self.ensure_task();
+        }
         if self.is_local() {
             return Ok(self.decide_local(req, redis_key));
         }
@@ -115,7 +120,7 @@ impl RedisPath {
                 Outcome::Done(Ok(v)) => {
                     let slow_too_long = self.health.observe(started, started.elapsed());
                     self.learn_offset(v.now_ms);
-                    if req.consume && v.allowed {
+                    if self.fallback && req.consume && v.allowed {
                         self.ledger.record(redis_key, req.window_ms, v.now_ms, req.cost);
                     }
                     self.health.counters.normal.fetch_add(1, Ordering::Relaxed);

@@ -103,7 +103,7 @@ fn every_bad_input_is_invalid_args_and_writes_nothing() {
 fn design_callers_and_the_native_library_share_one_window() {
     let server = server();
     load(&server);
-    let native = blocking_with(&server, Default::default());
+    let native = blocking_with(&server, strict());
     assert_eq!(native.redis_key("api:order:create"), KEYS[0].to_vec());
     let now = wall_ms().to_string();
     let mut admitted = 0;

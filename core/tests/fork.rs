@@ -30,7 +30,7 @@ fn wait_with_deadline(pid: libc::pid_t, deadline: Duration) -> Option<i32> {
 #[test]
 fn limiters_made_before_fork_work_in_the_child_and_the_parent() {
     let server = server();
-    let redis = blocking_with(&server, Options::default());
+    let redis = blocking_with(&server, strict());
     let memory = rl_core::blocking::Limiter::from_async(Limiter::memory(Options::default()).unwrap());
     // Use both first, so the runtime and the Redis connection exist before the fork.
     assert!(redis.acquire("fork", 10, 60_000, 1).unwrap().allowed);

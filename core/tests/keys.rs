@@ -27,7 +27,7 @@ fn hostile_keys() -> Vec<Vec<u8>> {
 #[test]
 fn distinct_hostile_keys_have_independent_windows() {
     let server = server();
-    let l = blocking_with(&server, Options::default());
+    let l = blocking_with(&server, strict());
     let keys = hostile_keys();
     for k in &keys {
         let d = l.acquire(k, 2, 60_000, 1).unwrap();
@@ -44,7 +44,7 @@ fn distinct_hostile_keys_have_independent_windows() {
 #[test]
 fn every_redis_key_is_one_hash_tag_from_its_user_key() {
     let server = server();
-    let l = blocking_with(&server, Options { key_prefix: "app1:rl:".into(), ..Options::default() });
+    let l = blocking_with(&server, Options { key_prefix: "app1:rl:".into(), ..strict() });
     for k in hostile_keys() {
         l.acquire(&k, 2, 60_000, 1).unwrap();
         let rk = l.redis_key(&k);
@@ -64,7 +64,7 @@ fn every_redis_key_is_one_hash_tag_from_its_user_key() {
 #[test]
 fn too_long_and_empty_keys_are_invalid_arguments() {
     let server = server();
-    let l = blocking_with(&server, Options::default());
+    let l = blocking_with(&server, strict());
     for k in [vec![], vec![b'k'; MAX_KEY_BYTES + 1]] {
         let e = l.acquire(&k, 1, 1000, 1).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::InvalidArgument);

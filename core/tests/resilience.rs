@@ -21,7 +21,7 @@ fn frozen_redis_goes_local_within_the_period_and_back_only_after_recovery() {
     let server = server();
     let rt = runtime();
     let (n, limit, window) = (4usize, 400u64, 1000u64);
-    let limiters: Vec<Limiter> = (0..n).map(|_| limiter(&server)).collect();
+    let limiters: Vec<Limiter> = (0..n).map(|_| limiter_with(&server, Options::default())).collect();
     rt.block_on(async {
         for l in &limiters {
             l.acquire("warm-up", 1000, 1000, 1).await.unwrap();
@@ -256,7 +256,7 @@ fn server_time_is_immune_to_client_clock_skew() {
     let rt = runtime();
     let (limit, window) = (300u64, 1000u64);
     // Server time: the instances' clocks play no part.
-    let on_server: Vec<Limiter> = OFFSETS.iter().map(|_| limiter(&server)).collect();
+    let on_server: Vec<Limiter> = OFFSETS.iter().map(|_| limiter_with(&server, Options::default())).collect();
     let records = rt.block_on(drive(&on_server, "server-time", limit, window, 150, Duration::from_millis(3000)));
     let admitted: Vec<_> = records.iter().filter_map(|r| r.admitted()).collect();
     let server_max = max_in_any_window(&admitted, window);

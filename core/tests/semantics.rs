@@ -135,7 +135,7 @@ fn modes_name_the_deciding_path() {
 #[test]
 fn server_time_is_used_by_default() {
     let server = server();
-    let l = blocking_with(&server, Options::default());
+    let l = blocking_with(&server, strict());
     let before = wall_ms();
     let d = l.acquire("t", 1, 1000, 1).unwrap();
     let after = wall_ms();
@@ -147,7 +147,7 @@ fn server_time_is_used_by_default() {
 fn client_clock_further_than_max_skew_is_refused_with_a_typed_error() {
     let server = server();
     let clock = Arc::new(ManualClock::new(wall_ms() + 2000));
-    let l = blocking_with(&server, Options { clock: Some(clock.clone()), max_clock_skew_ms: 1000, ..Options::default() });
+    let l = blocking_with(&server, Options { clock: Some(clock.clone()), max_clock_skew_ms: 1000, ..strict() });
     let e = l.acquire("skew", 10, 1000, 1).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::ClockSkew, "{e}");
     assert_eq!(dbsize(&server), 0, "a refused call writes nothing");

@@ -1,5 +1,5 @@
 // Type-checked by test.sh (tsc --noEmit), never run: CommonJS flavour.
-import { Limiter, LimiterError, type AcquireOptions } from 'rl-limiter'
+import { Limiter, LimiterError, type AcquireOptions, type Stats } from 'rl-limiter'
 import rl = require('rl-limiter')
 
 const policy: AcquireOptions = { limit: 100, windowMs: 60_000, cost: 2 }
@@ -15,3 +15,8 @@ export async function check(key: string): Promise<boolean> {
 }
 
 export const other: Limiter = new Limiter('memory://')
+
+export function mode(): Stats['mode'] {
+  const s: Stats = new rl.Limiter(undefined, { localFallback: false, instances: 2 }).stats()
+  return s.mode
+}

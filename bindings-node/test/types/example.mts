@@ -1,5 +1,5 @@
 // Type-checked by test.sh (tsc --noEmit), never run: the README's TypeScript example, ESM flavour.
-import rl, { BackendUnavailableError, InvalidArgumentError, Limiter, type Decision } from 'rl-limiter'
+import rl, { BackendUnavailableError, InvalidArgumentError, Limiter, type Decision, type LimiterOptions, type Stats } from 'rl-limiter'
 
 const limiter = new Limiter(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', { requestTimeoutMs: 200 })
 
@@ -33,5 +33,14 @@ export async function misc(): Promise<void> {
   await limiter.acquire(42, { limit: 5, windowMs: 1000 })
   // @ts-expect-error unknown option
   new Limiter(undefined, { timeout: 5 })
+  const fallback: LimiterOptions = { retryDelayMs: 20, localFallback: true, degradeRttMs: 10, degradeAfterMs: 200, recoverRttMs: 5, recoverAfterMs: 1000, instances: 4, localMaxKeys: 50_000 }
+  const s: Stats = new Limiter(undefined, fallback).stats()
+  const counts: number = s.decisionsNormal + s.decisionsLocal + s.decisionsMemory + s.rttP99Us + s.instances
+  const reason: string = s.stateReason
+  const local: boolean = s.mode === 'local' && s.topology !== 'cluster' && d.mode !== 'lease'
+  const id: string | null = limiter.instanceId
+  void counts, reason, local, id
+  // @ts-expect-error localFallback is a boolean
+  new Limiter(undefined, { localFallback: 'no' })
   await limiter.close()
 }
