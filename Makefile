@@ -1,6 +1,6 @@
 # One entry point. `make test` runs every test (installing what is missing); `make bench` runs the
 # design's benchmark against a private local Redis; `make demo` shows one key being limited.
-.PHONY: build test bench throughput demo clean
+.PHONY: build test bench throughput demo scenarios clean
 
 build:
 	cargo build --release -p rl-cli
@@ -18,6 +18,11 @@ throughput: build
 # the fixed window lets through up to twice the limit across a boundary; rl never exceeds it.
 demo: build
 	target/release/rl bench --compare fixed-window --instances 4 --rate 250 --limit 1000 --duration 4s
+
+# The fault scenarios (frozen, down at startup, OOM, Sentinel failover, Cluster migration, clock
+# skew) against real servers, printing the measured figures.
+scenarios:
+	bash scripts/scenarios.sh
 
 clean:
 	cargo clean

@@ -10,7 +10,7 @@ import java.util.concurrent.CompletableFuture;
  */
 final class Native {
     /** Must equal {@code ABI_VERSION} in lib.rs. */
-    static final int ABI_VERSION = 1;
+    static final int ABI_VERSION = 2;
 
     static {
         NativeLoader.load();
@@ -32,8 +32,11 @@ final class Native {
 
     private static native void init();
 
+    /** {@code instancesSet == false}: instances are discovered ({@code instances} is ignored). */
     static native long open(String url, String keyPrefix, long connectTimeoutMs, long requestTimeoutMs,
-            boolean clientClock, long maxClockSkewMs);
+            boolean clientClock, long maxClockSkewMs, long retryDelayMs, boolean localFallback, long degradeRttMs,
+            long degradeAfterMs, long recoverRttMs, long recoverAfterMs, boolean instancesSet, long instances,
+            long localMaxKeys);
 
     static native void close(long handle);
 
@@ -52,6 +55,8 @@ final class Native {
     static native void reset(long handle, byte[] key);
 
     static native void ping(long handle);
+
+    static native Stats stats(long handle);
 
     static native void acquireAsync(long handle, byte[] key, long limit, long windowMs, long cost,
             CompletableFuture<Decision> future);
@@ -72,6 +77,13 @@ final class Native {
             int mode, String modeName, long nowMs) {
         String m = mode >= 0 && mode < MODES.length ? MODES[mode] : modeName;
         return new Decision(allowed, remaining, used, retryAfterMs, resetAfterMs, m, nowMs);
+    }
+
+    /** {@code n}: the long components of {@link Stats} in declaration order (see lib.rs). */
+    static Stats stats(int mode, String modeName, String topology, String stateReason, long[] n) {
+        String m = mode >= 0 && mode < MODES.length ? MODES[mode] : modeName;
+        return new Stats(m, topology, n[0], n[1], n[2], n[3], n[4], n[5], stateReason, n[6], n[7], n[8], n[9], n[10],
+                n[11], n[12], n[13], n[14], n[15], n[16], n[17], n[18]);
     }
 
     static final int KIND_INTERNAL = 0;

@@ -31,9 +31,16 @@ import java.util.concurrent.Executor;
  * limit) throw {@link IllegalArgumentException} naming the value, and nothing is sent to Redis;
  * {@code acquireAsync} throws them too, at the call. Backend failures are
  * {@link RateLimitException}s with a {@link RateLimitException#code() code}:
- * {@link BackendUnavailableException} when Redis does not answer within the configured timeout,
+ * {@link BackendUnavailableException} when Redis does not answer within the configured timeout
+ * (from {@code acquire}/{@code peek} only with {@link Builder#localFallback(boolean) localFallback(false)}),
  * {@link BackendErrorException} for an error reply, {@link ClockSkewException}. Any use after
  * {@link #close()} throws {@link IllegalStateException}.
+ *
+ * <p><b>Local fallback.</b> By default, while Redis is unreachable, failing, or slower than
+ * {@link Builder#degradeRtt(Duration)} for {@link Builder#degradeAfter(Duration)}, {@code acquire}
+ * and {@code peek} decide in process against this instance's share of the limit
+ * ({@code limit / instances}) and report {@code mode() == "local"}; background probes return the
+ * limiter to Redis when it answers fast again. {@link #stats()} shows which path decides now.
  *
  * <p><b>Async.</b> The {@code *Async} methods never block a Java thread: the call is sent from the
  * calling thread and the returned future is completed by a thread of the core's runtime. Dependent
@@ -65,8 +72,9 @@ public final class RateLimiter implements AutoCloseable {
 
     /**
      * A builder for a limiter on {@code url}: {@code redis://[user:password@]host:port/db},
-     * {@code rediss://} for TLS, or {@code memory://} for the in-process backend (exact within one
-     * process, nothing shared).
+     * {@code rediss://} for TLS, {@code redis+sentinel://host:port,host:port/<master>[/db]},
+     * {@code redis+cluster://host:port,host:port} (and {@code rediss+} variants), or
+     * {@code memory://} for the in-process backend (exact within one process, nothing shared).
      */
     public static Builder builder(String url) {
         if (url == null) {
@@ -235,6 +243,20 @@ public final class RateLimiter implements AutoCloseable {
     // ---- introspection and lifecycle --------------------------------------------------------
 
     /**
+     * The limiter's statistics: the path new decisions take now, decisions per path, the local
+     * fallback's transitions and current state, Redis errors, retries, probes and repairs, and Redis
+     * round trips. Never blocks and does no I/O.
+     */
+    public Stats stats() {
+        long h = handle.enter();
+        try {
+            return Native.stats(h);
+        } finally {
+            handle.exit();
+        }
+    }
+
+    /**
      * The Lua script this library runs ({@code lua/sliding_window.lua} of the rl version it was
      * built from). A gateway that still calls the script by EVALSHA during a migration should
      * {@code SCRIPT LOAD} exactly this text, so both kinds of caller share the same window layout.
@@ -315,6 +337,15 @@ public final class RateLimiter implements AutoCloseable {
         private Duration requestTimeout = Duration.ofMillis(500);
         private boolean clientClock;
         private long maxClockSkewMs = 1000;
+        private Duration retryDelay = Duration.ofMillis(50);
+        private boolean localFallback = true;
+        private Duration degradeRtt = Duration.ofMillis(5);
+        private Duration degradeAfter = Duration.ofMillis(100);
+        private Duration recoverRtt = Duration.ofMillis(2);
+        private Duration recoverAfter = Duration.ofMillis(500);
+        private boolean instancesSet;
+        private long instances;
+        private long localMaxKeys = 10_000;
         private Executor completionExecutor;
 
         private Builder(String url) {
@@ -359,6 +390,74 @@ public final class RateLimiter implements AutoCloseable {
         }
 
         /**
+         * Wait before the one retry of a call that failed with a connection-class error (refused or
+         * dropped connection, {@code READONLY}, {@code LOADING}, {@code TRYAGAIN}, {@code CLUSTERDOWN},
+         * {@code MASTERDOWN}, {@code BUSY}, {@code OOM}); at most the request timeout, zero allowed.
+         * Default 50 ms (so a request timeout below 50 ms needs a shorter retry delay too).
+         */
+        public Builder retryDelay(Duration delay) {
+            this.retryDelay = Objects.requireNonNull(delay, "retryDelay");
+            return this;
+        }
+
+        /**
+         * {@code true} (default): while Redis is unhealthy, {@code acquire} and {@code peek} decide
+         * locally ({@code mode() == "local"}, against {@code limit / instances}) instead of throwing.
+         * {@code false}: they throw {@link BackendUnavailableException} when Redis cannot be reached.
+         */
+        public Builder localFallback(boolean on) {
+            this.localFallback = on;
+            return this;
+        }
+
+        /**
+         * Normal to local when the round trips of real calls stay above this (1 ms to 60 s) for
+         * {@link #degradeAfter(Duration)}. Default 5 ms.
+         */
+        public Builder degradeRtt(Duration rtt) {
+            this.degradeRtt = Objects.requireNonNull(rtt, "degradeRtt");
+            return this;
+        }
+
+        /** See {@link #degradeRtt(Duration)} (1 ms to 60 s). Default 100 ms. */
+        public Builder degradeAfter(Duration period) {
+            this.degradeAfter = Objects.requireNonNull(period, "degradeAfter");
+            return this;
+        }
+
+        /**
+         * Local to normal when background probes see round trips below this (1 ms to 60 s, at most
+         * {@link #degradeRtt(Duration)}) for {@link #recoverAfter(Duration)}. Default 2 ms.
+         */
+        public Builder recoverRtt(Duration rtt) {
+            this.recoverRtt = Objects.requireNonNull(rtt, "recoverRtt");
+            return this;
+        }
+
+        /** See {@link #recoverRtt(Duration)} (1 ms to 60 s). Default 500 ms. */
+        public Builder recoverAfter(Duration period) {
+            this.recoverAfter = Objects.requireNonNull(period, "recoverAfter");
+            return this;
+        }
+
+        /**
+         * How many instances share each limit (1 to 1,000,000): the local budget is
+         * {@code limit / instances}, rounded down. Default: discovered from the live instances'
+         * heartbeats in Redis (1 before any was seen).
+         */
+        public Builder instances(long n) {
+            this.instances = n;
+            this.instancesSet = true;
+            return this;
+        }
+
+        /** Most keys the local record keeps, least recently used forgotten first (1 to 10,000,000). Default 10,000. */
+        public Builder localMaxKeys(long n) {
+            this.localMaxKeys = n;
+            return this;
+        }
+
+        /**
          * Completes the {@code *Async} futures on {@code executor} instead of the core's runtime
          * thread, for dependent stages that block. Default none (fastest).
          */
@@ -373,7 +472,10 @@ public final class RateLimiter implements AutoCloseable {
          */
         public RateLimiter build() {
             long raw = Native.open(url, keyPrefix, millis("connect_timeout", connectTimeout),
-                    millis("request_timeout", requestTimeout), clientClock, maxClockSkewMs);
+                    millis("request_timeout", requestTimeout), clientClock, maxClockSkewMs,
+                    millis("retry_delay", retryDelay), localFallback, millis("degrade_rtt", degradeRtt),
+                    millis("degrade_after", degradeAfter), millis("recover_rtt", recoverRtt),
+                    millis("recover_after", recoverAfter), instancesSet, instances, localMaxKeys);
             return new RateLimiter(raw, completionExecutor);
         }
 
