@@ -20,6 +20,13 @@ export declare class NativeLimiter {
   /** `"redis"` or `"memory"`. */
   get backend(): string
   get closed(): boolean
+  /**
+   * This limiter's id in the fleet's heartbeats in Redis; null for the memory backend. Kept
+   * after `close()`.
+   */
+  get instanceId(): string | null
+  /** The core's `Stats` (no I/O, never waits); null once closed (the wrapper throws then). */
+  stats(): NativeStats | null
   acquire(key: string | Buffer, limit: number, windowMs: number, cost: number): Promise<NativeDecision>
   peek(key: string | Buffer, limit: number, windowMs: number): Promise<NativeDecision>
   reset(key: string | Buffer): Promise<void>
@@ -48,4 +55,38 @@ export interface NativeOptions {
   connectTimeoutMs?: number
   requestTimeoutMs?: number
   maxClockSkewMs?: number
+  retryDelayMs?: number
+  localFallback?: boolean
+  degradeRttMs?: number
+  degradeAfterMs?: number
+  recoverRttMs?: number
+  recoverAfterMs?: number
+  instances?: number
+  localMaxKeys?: number
+}
+
+/** `rl_core::Stats`, as `stats()` returns it (numbers are exact: counters stay far below 2^53). */
+export interface NativeStats {
+  mode: string
+  topology: string
+  decisionsNormal: number
+  decisionsLocal: number
+  decisionsMemory: number
+  transitionsToLocal: number
+  transitionsToNormal: number
+  stateMs: number
+  stateReason: string
+  redisErrors: number
+  retries: number
+  probes: number
+  repairs: number
+  repairedPermits: number
+  failovers: number
+  instances: number
+  localKeys: number
+  rttSamples: number
+  rttLastUs: number
+  rttP50Us: number
+  rttP99Us: number
+  rttMaxUs: number
 }

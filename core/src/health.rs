@@ -44,7 +44,6 @@ pub(crate) struct Health {
 pub(crate) struct Counters {
     pub normal: AtomicU64,
     pub local: AtomicU64,
-    pub memory: AtomicU64,
     pub to_local: AtomicU64,
     pub to_normal: AtomicU64,
     pub retries: AtomicU64,
@@ -127,6 +126,7 @@ impl Health {
     }
 
     /// When the current slow spell began, if one is going on.
+    #[cfg(test)]
     pub(crate) fn slow_since(&self) -> Option<Instant> {
         match self.slow_since.load(Ordering::Relaxed) {
             0 => None,

@@ -100,6 +100,56 @@ class ArgumentsTest {
     }
 
     @Test
+    void badFallbackOptions() {
+        // Negative or unrepresentable values: refused by the binding, naming the option.
+        rejects("`retry_delay`: is -1;", () -> RateLimiter.builder("memory://").retryDelay(Duration.ofMillis(-1)).build());
+        rejects("`retry_delay`: PT", () -> RateLimiter.builder("memory://").retryDelay(Duration.ofSeconds(Long.MAX_VALUE)).build());
+        rejects("`degrade_rtt`: is -5;", () -> RateLimiter.builder("memory://").degradeRtt(Duration.ofMillis(-5)).build());
+        rejects("`degrade_after`: is -1;", () -> RateLimiter.builder("memory://").degradeAfter(Duration.ofMillis(-1)).build());
+        rejects("`recover_rtt`: is -1;", () -> RateLimiter.builder("memory://").recoverRtt(Duration.ofMillis(-1)).build());
+        rejects("`recover_after`: is -1;", () -> RateLimiter.builder("memory://").recoverAfter(Duration.ofMillis(-1)).build());
+        rejects("`instances`: is -1;", () -> RateLimiter.builder("memory://").instances(-1).build());
+        rejects("`local_max_keys`: is -5;", () -> RateLimiter.builder("memory://").localMaxKeys(-5).build());
+        // The core's rules, in the core's words.
+        rejects("`recover_rtt`: is 10 ms, above degrade_rtt (5 ms)",
+                () -> RateLimiter.builder("memory://").recoverRtt(Duration.ofMillis(10)).build());
+        rejects("`recover_rtt`: is 30 ms, above degrade_rtt (20 ms)", () -> RateLimiter.builder(TestSupport.redisUrl())
+                .degradeRtt(Duration.ofMillis(20)).recoverRtt(Duration.ofMillis(30)).build());
+        rejects("`degrade_rtt`: is 0 ms; must be between 1 ms and 60 s",
+                () -> RateLimiter.builder("memory://").degradeRtt(Duration.ZERO).build());
+        rejects("`degrade_after`: is 61000 ms; must be between 1 ms and 60 s",
+                () -> RateLimiter.builder("memory://").degradeAfter(Duration.ofSeconds(61)).build());
+        rejects("`recover_after`: is 0 ms", () -> RateLimiter.builder("memory://").recoverAfter(Duration.ofNanos(999_999)).build());
+        rejects("`instances`: is 0; must be between 1 and 1000000", () -> RateLimiter.builder("memory://").instances(0).build());
+        rejects("`instances`: is 1000001; must be between 1 and 1000000",
+                () -> RateLimiter.builder("memory://").instances(1_000_001).build());
+        rejects("`local_max_keys`: is 0; must be between 1 and 10000000",
+                () -> RateLimiter.builder("memory://").localMaxKeys(0).build());
+        rejects("`local_max_keys`: is 10000001;", () -> RateLimiter.builder("memory://").localMaxKeys(10_000_001).build());
+        rejects("`retry_delay`: is 501 ms; at most request_timeout (500 ms)",
+                () -> RateLimiter.builder("memory://").retryDelay(Duration.ofMillis(501)).build());
+        // The default retry delay (50 ms) must fit in a shorter request timeout too.
+        rejects("`retry_delay`: is 50 ms; at most request_timeout (20 ms)",
+                () -> RateLimiter.builder("memory://").requestTimeout(Duration.ofMillis(20)).build());
+        assertThrows(NullPointerException.class, () -> RateLimiter.builder("memory://").retryDelay(null));
+        assertThrows(NullPointerException.class, () -> RateLimiter.builder("memory://").degradeRtt(null));
+        // Every option at a valid non-default value.
+        try (RateLimiter l = RateLimiter.builder(TestSupport.redisUrl())
+                .requestTimeout(Duration.ofMillis(20))
+                .retryDelay(Duration.ZERO)
+                .localFallback(false)
+                .degradeRtt(Duration.ofMillis(50))
+                .degradeAfter(Duration.ofMillis(200))
+                .recoverRtt(Duration.ofMillis(10))
+                .recoverAfter(Duration.ofSeconds(1))
+                .instances(3)
+                .localMaxKeys(100)
+                .build()) {
+            assertEquals("redis", l.backend());
+        }
+    }
+
+    @Test
     void theMemoryBackendRejectsTheSame() {
         try (RateLimiter l = RateLimiter.open("memory://")) {
             everyWay(l, "`key`: must not be empty", "", 5, 1000, 1);

@@ -16,7 +16,7 @@ import org.junit.jupiter.params.provider.ValueSource;
 class BasicTest {
 
     static RateLimiter open(String backend) {
-        return RateLimiter.open(backend.equals("redis") ? TestSupport.redisUrl() : "memory://");
+        return backend.equals("redis") ? TestSupport.redis().build() : RateLimiter.open("memory://");
     }
 
     @ParameterizedTest

@@ -47,7 +47,7 @@ class ExactnessTest {
         ConcurrentLinkedQueue<Decision> decisions = new ConcurrentLinkedQueue<>();
         List<CompletableFuture<Decision>> pending = new java.util.concurrent.CopyOnWriteArrayList<>();
         AtomicReference<Throwable> failure = new AtomicReference<>();
-        try (RateLimiter limiter = RateLimiter.open(TestSupport.redisUrl())) {
+        try (RateLimiter limiter = TestSupport.redis().build()) {
             limiter.ping();
             CountDownLatch go = new CountDownLatch(1);
             List<Thread> threads = new ArrayList<>();

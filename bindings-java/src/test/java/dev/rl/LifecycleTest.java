@@ -42,6 +42,7 @@ class LifecycleTest {
                 () -> l.reset("k"),
                 () -> l.resetAsync("k"),
                 () -> l.ping(),
+                () -> l.stats(),
                 () -> l.redisKey("k"));
         for (Executable call : calls) {
             IllegalStateException e = assertThrows(IllegalStateException.class, call);

@@ -71,7 +71,7 @@ class MixedFleetTest {
         AtomicLong scriptAdmitted = new AtomicLong();
         AtomicLong scriptDenied = new AtomicLong();
         List<Decision> nativeDecisions = java.util.Collections.synchronizedList(new ArrayList<>());
-        try (RateLimiter limiter = RateLimiter.open(TestSupport.redisUrl()); TestRedis sampler = TestRedis.connect()) {
+        try (RateLimiter limiter = TestSupport.redis().build(); TestRedis sampler = TestRedis.connect()) {
             String zkey = "rl:{" + apiKey + "}";
             assertEquals(zkey, limiter.redisKey(apiKey), "the script callers' key is the native limiter's key");
             RScript script = redisson.getScript(StringCodec.INSTANCE);

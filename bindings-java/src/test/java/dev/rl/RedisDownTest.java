@@ -19,10 +19,11 @@ import java.util.regex.Pattern;
 import org.junit.jupiter.api.Test;
 
 /**
- * Redis hung (SIGSTOP) or gone (killed): every call fails with BackendUnavailableException within
- * the configured request timeout, sync and async; when Redis is back (thawed, or restarted on the
- * same port) the same limiter works again by itself. Uses its own redis-server from
- * {@code rl-harness start}, so the shared one is never disturbed.
+ * Redis hung (SIGSTOP) or gone (killed), with the local fallback off: every call fails with
+ * BackendUnavailableException within the configured request timeout, sync and async; when Redis is
+ * back (thawed, or restarted on the same port) the same limiter works again by itself. Uses its own
+ * redis-server from {@code rl-harness start}, so the shared one is never disturbed. (With the
+ * fallback on, the default, the same outages are decided locally: {@link FallbackTest}.)
  */
 class RedisDownTest {
     static final long TIMEOUT_MS = 300;
@@ -34,6 +35,7 @@ class RedisDownTest {
         Server server = Server.start();
         Process restarted = null;
         try (RateLimiter l = RateLimiter.builder(server.url)
+                .localFallback(false)
                 .requestTimeout(Duration.ofMillis(TIMEOUT_MS))
                 .connectTimeout(Duration.ofMillis(200))
                 .build()) {

@@ -45,6 +45,25 @@ final class TestSupport {
         return v;
     }
 
+    /**
+     * A builder on the suite's Redis for tests that check Redis decides ({@code mode "normal"},
+     * exactness): slow round trips never send it local (degrade only above 60 s, the longest
+     * allowed), because on a busy 2-core machine they may exceed the 5 ms default. Connection
+     * failures still would (the fallback is on); {@link FallbackTest} covers the fallback.
+     */
+    static RateLimiter.Builder redis() {
+        return RateLimiter.builder(redisUrl()).degradeRtt(java.time.Duration.ofSeconds(60));
+    }
+
+    /** A loopback port nothing listens on (bound, read, closed), so a connection there is refused. */
+    static int freePort() {
+        try (java.net.ServerSocket s = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+            return s.getLocalPort();
+        } catch (IOException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
     static int redisPort() {
         return URI.create(redisUrl()).getPort();
     }

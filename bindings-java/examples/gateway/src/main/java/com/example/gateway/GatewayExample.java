@@ -4,6 +4,7 @@ import dev.rl.Decision;
 import dev.rl.NativeLoader;
 import dev.rl.RateLimitResult;
 import dev.rl.RateLimiter;
+import dev.rl.Stats;
 import java.util.UUID;
 import java.util.concurrent.TimeUnit;
 
@@ -49,6 +50,9 @@ public final class GatewayExample {
             RateLimitResult r = offline.tryAcquire(api, 1000, 80);
             System.out.println("Redis down: " + r);
             check(r.allowed() && r.mode().equals("local") && r.remaining() == 80 / 8 - 1, "local fallback, limit/8");
+            Stats s = offline.stats();
+            System.out.println("Redis down: " + s);
+            check(s.mode().equals("local") && s.decisionsLocal() == 1 && s.instances() == 8, "stats say local");
         }
         System.out.println("example: ok");
     }

@@ -1,8 +1,8 @@
 package com.example.gateway;
 
-import dev.rl.BackendUnavailableException;
 import dev.rl.RateLimitResult;
 import dev.rl.RateLimiter;
+import dev.rl.Stats;
 import java.time.Duration;
 
 /**
@@ -23,46 +23,43 @@ import java.time.Duration;
  *       has no effect (the design's own scenario B).</li>
  *   <li>Exact: no random ZSET member to collide within a millisecond, every argument checked
  *       before anything is written, bad arguments are {@code IllegalArgumentException}s.</li>
- *   <li>Degradation is real: when Redis does not answer within the request timeout
- *       ({@link BackendUnavailableException}), this instance serves its share of the limit
+ *   <li>Degradation is real: when Redis does not answer within the request timeout, refuses, or
+ *       stays slow, the library itself decides locally: this instance's share of the limit
  *       ({@code maxReq / instances}, the design's "limit / 8") from an exact in-process sliding
- *       window, and reports {@code mode = "local"}; it never waits on a dead Redis longer than the
- *       timeout. (The original read a pre-allocated pool that nothing filled, and so rejected
- *       everything while degraded.) Other errors (a wrong type at the key, auth) are not
- *       hidden behind the fallback: they are configuration bugs and propagate.</li>
+ *       window, reported as {@code mode = "local"}; it never waits on a dead Redis longer than the
+ *       timeout, returns to Redis by itself when Redis is healthy again, and writes the permits it
+ *       admitted meanwhile back to Redis. (The original read a pre-allocated pool that nothing
+ *       filled, and so rejected everything while degraded.) Other errors (a wrong type at the key,
+ *       auth) are not hidden behind the fallback: they are configuration bugs and propagate.</li>
  * </ul>
  */
 public class SlidingWindowRateLimiter implements AutoCloseable {
-    private final RateLimiter redis;
-    private final RateLimiter local;
-    private final int instances;
+    private final RateLimiter limiter;
 
     /**
      * @param redisUrl  the shared Redis, e.g. {@code redis://10.0.0.5:6379/}
      * @param instances how many gateway instances share each limit (the local fallback's divisor)
      */
     public SlidingWindowRateLimiter(String redisUrl, int instances) {
-        if (instances < 1) {
-            throw new IllegalArgumentException("instances must be at least 1, got " + instances);
-        }
-        this.redis = RateLimiter.builder(redisUrl).requestTimeout(Duration.ofMillis(50)).build();
-        this.local = RateLimiter.builder("memory://").build();
-        this.instances = instances;
+        this.limiter = RateLimiter.builder(redisUrl)
+                .requestTimeout(Duration.ofMillis(50))
+                .retryDelay(Duration.ofMillis(10))
+                .instances(instances)
+                .build();
     }
 
     /** One request of {@code apiKey}: at most {@code maxReq} in any {@code windowMs}, fleet-wide. */
     public RateLimitResult tryAcquire(String apiKey, long windowMs, int maxReq) {
-        try {
-            return redis.tryAcquire(apiKey, windowMs, maxReq);
-        } catch (BackendUnavailableException e) {
-            RateLimitResult r = local.tryAcquire(apiKey, windowMs, Math.max(1, maxReq / instances));
-            return new RateLimitResult(r.allowed(), r.remaining(), r.current(), "local");
-        }
+        return limiter.tryAcquire(apiKey, windowMs, maxReq);
+    }
+
+    /** Which path decides now, and how often each did (for a metrics endpoint). */
+    public Stats stats() {
+        return limiter.stats();
     }
 
     @Override
     public void close() {
-        redis.close();
-        local.close();
+        limiter.close();
     }
 }
