@@ -32,7 +32,9 @@ class InvalidArgumentType(InvalidArgument, TypeError):
 
 class BackendUnavailable(RateLimitError):
     """Redis could not be reached within the configured timeout (refused, timed out, dropped).
-    Retrying later may succeed; the same limiter reconnects by itself."""
+    Retrying later may succeed; the same limiter reconnects by itself. ``acquire``/``peek`` raise
+    it only with ``local_fallback=False`` (otherwise they are decided locally); ``reset``/``ping``
+    raise it either way."""
 
 
 class BackendError(RateLimitError):
