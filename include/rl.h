@@ -375,8 +375,9 @@ struct rl_options rl_options_default(void);
  * Opens a limiter and stores it in `*out`.
  *
  * - `url`: NUL-terminated UTF-8 `redis://[user:password@]host:port[/db]`, `rediss://` (TLS),
- *   `redis+unix://` / `unix://`, or `memory://`. NULL: the in-process memory backend (exact
- *   within this process, shared with nothing else).
+ *   `redis+unix://` / `unix://`, `redis+sentinel://host:port,host:port/<master>[/db]`,
+ *   `redis+cluster://host:port,host:port` (and `rediss+` variants), or `memory://`. NULL: the
+ *   in-process memory backend (exact within this process, shared with nothing else).
  * - `options`: NULL for all defaults, else a struct from `rl_options_default()`; read during the
  *   call only.
  * - `out`: must not be NULL. On success `*out` is a new handle the caller owns and must release
@@ -425,7 +426,9 @@ void rl_limiter_free(struct rl_limiter *limiter);
  *
  * Blocks the calling thread until the backend answers, at most the request timeout.
  * Returns `RL_OK` (whether allowed or denied: see `out->allowed`), `RL_INVALID_ARGUMENT` (nothing
- * sent to the backend), `RL_BACKEND_UNAVAILABLE`, `RL_BACKEND_ERROR`, or `RL_PANIC`.
+ * sent to the backend), `RL_BACKEND_UNAVAILABLE`, `RL_BACKEND_ERROR`, or `RL_PANIC`. With the
+ * local fallback on (the default), an unhealthy Redis gives `RL_OK` with `out->mode ==
+ * RL_MODE_LOCAL` (decided against `limit / instances`) instead of `RL_BACKEND_UNAVAILABLE`.
  * Thread-safe: any number of threads may call it on one handle at once.
  *
  * # Safety

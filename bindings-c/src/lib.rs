@@ -459,7 +459,11 @@ unsafe fn read_options(p: *const rl_options) -> Result<Options, Failure> {
     // Read as a byte: any non-zero value a C caller left there means true, never undefined
     // behaviour.
     // SAFETY: as for `field!`; a bool is one byte.
-    let disable = unsafe { std::ptr::addr_of!((*p).disable_local_fallback).cast::<u8>().read() };
+    let disable = unsafe {
+        std::ptr::addr_of!((*p).disable_local_fallback)
+            .cast::<u8>()
+            .read()
+    };
     o.local_fallback = disable == 0;
     o.degrade_rtt = millis_or(o.degrade_rtt, field!(p, degrade_rtt_ms));
     o.degrade_after = millis_or(o.degrade_after, field!(p, degrade_after_ms));
@@ -531,8 +535,9 @@ pub extern "C" fn rl_options_default() -> rl_options {
 /// Opens a limiter and stores it in `*out`.
 ///
 /// - `url`: NUL-terminated UTF-8 `redis://[user:password@]host:port[/db]`, `rediss://` (TLS),
-///   `redis+unix://` / `unix://`, or `memory://`. NULL: the in-process memory backend (exact
-///   within this process, shared with nothing else).
+///   `redis+unix://` / `unix://`, `redis+sentinel://host:port,host:port/<master>[/db]`,
+///   `redis+cluster://host:port,host:port` (and `rediss+` variants), or `memory://`. NULL: the
+///   in-process memory backend (exact within this process, shared with nothing else).
 /// - `options`: NULL for all defaults, else a struct from `rl_options_default()`; read during the
 ///   call only.
 /// - `out`: must not be NULL. On success `*out` is a new handle the caller owns and must release
@@ -603,7 +608,9 @@ pub unsafe extern "C" fn rl_limiter_free(limiter: *mut rl_limiter) {
 ///
 /// Blocks the calling thread until the backend answers, at most the request timeout.
 /// Returns `RL_OK` (whether allowed or denied: see `out->allowed`), `RL_INVALID_ARGUMENT` (nothing
-/// sent to the backend), `RL_BACKEND_UNAVAILABLE`, `RL_BACKEND_ERROR`, or `RL_PANIC`.
+/// sent to the backend), `RL_BACKEND_UNAVAILABLE`, `RL_BACKEND_ERROR`, or `RL_PANIC`. With the
+/// local fallback on (the default), an unhealthy Redis gives `RL_OK` with `out->mode ==
+/// RL_MODE_LOCAL` (decided against `limit / instances`) instead of `RL_BACKEND_UNAVAILABLE`.
 /// Thread-safe: any number of threads may call it on one handle at once.
 ///
 /// # Safety
@@ -744,7 +751,8 @@ pub unsafe extern "C" fn rl_stats_get(
             return Err(invalid(
                 "out",
                 if size == 0 {
-                    "struct_size is 0; set out->struct_size = sizeof(rl_stats) before the call".to_string()
+                    "struct_size is 0; set out->struct_size = sizeof(rl_stats) before the call"
+                        .to_string()
                 } else if size > V1 {
                     format!("struct_size is {size}, larger than this library's rl_stats ({V1} bytes): the program was built against a newer rl.h than the librl it runs with")
                 } else {
@@ -996,7 +1004,9 @@ mod tests {
             connect_timeout_ms: 7,
             request_timeout_ms: 0,
         };
-        let o = unsafe { read_options((&v1 as *const V1).cast()) }.ok().unwrap();
+        let o = unsafe { read_options((&v1 as *const V1).cast()) }
+            .ok()
+            .unwrap();
         let d = Options::default();
         assert_eq!(o.key_prefix, "p:");
         assert_eq!(o.connect_timeout, Duration::from_millis(7));
@@ -1020,7 +1030,12 @@ mod tests {
         assert_eq!(o.retry_delay, Duration::ZERO);
         assert!(!o.local_fallback);
         assert_eq!(
-            (o.degrade_rtt, o.degrade_after, o.recover_rtt, o.recover_after),
+            (
+                o.degrade_rtt,
+                o.degrade_after,
+                o.recover_rtt,
+                o.recover_after
+            ),
             (
                 Duration::from_millis(11),
                 Duration::from_millis(12),
