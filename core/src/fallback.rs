@@ -20,7 +20,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::decision::Mode;
 use crate::error::{Error, ErrorKind, Result};
 use crate::fork::ForkLocal;
-use crate::health::{Health, Thresholds};
+use crate::health::{Health, Streak, Thresholds};
 use crate::ledger::Ledger;
 use crate::limiter::Options;
 
@@ -118,8 +118,9 @@ impl RedisPath {
             let started = Instant::now();
             match self.watch(self.backend.decide(req, redis_key), started, deadline).await {
                 Outcome::Done(Ok(v)) => {
-                    let slow_too_long = self.health.observe(started, started.elapsed());
-                    self.learn_offset(v.now_ms);
+                    let rtt = started.elapsed();
+                    let slow_too_long = self.health.observe(started, rtt);
+                    self.learn_offset(v.now_ms, rtt);
                     if self.fallback && req.consume && v.allowed {
                         self.ledger.record(redis_key, req.window_ms, v.now_ms, req.cost);
                     }
@@ -204,9 +205,13 @@ impl RedisPath {
         }
     }
 
-    fn learn_offset(&self, server_ms: u64) {
-        if self.clock.is_none() {
-            self.offset_ms.store(server_ms as i64 - SystemClock.now_ms() as i64, Ordering::Relaxed);
+    /// Learns Redis time minus this host's time from a call that took `rtt`: Redis read its clock
+    /// somewhere inside the round trip, so only fast calls say something precise (a call that
+    /// waited out a frozen Redis would shift the local clock by half the freeze).
+    fn learn_offset(&self, server_ms: u64, rtt: Duration) {
+        if self.clock.is_none() && rtt <= self.health.t.slow_rtt {
+            let midpoint = SystemClock.now_ms() as i64 - (rtt.as_millis() / 2) as i64;
+            self.offset_ms.store(server_ms as i64 - midpoint, Ordering::Relaxed);
         }
     }
 
@@ -276,7 +281,7 @@ impl RedisPath {
         let (live, server_ms) = self.backend.heartbeat(&self.fleet_key, &self.id, LIVE_MS).await?;
         let rtt = started.elapsed();
         self.discovered.store(live, Ordering::Relaxed);
-        self.learn_offset(server_ms + rtt.as_millis() as u64 / 2);
+        self.learn_offset(server_ms, rtt);
         Ok(rtt)
     }
 }
@@ -285,7 +290,7 @@ impl RedisPath {
 /// Ends when the limiter is dropped.
 async fn background(path: Weak<RedisPath>, wake: Arc<Notify>) {
     let mut last_beat: Option<Instant> = None;
-    let mut fast_since: Option<Instant> = None;
+    let mut streak = Streak::default();
     loop {
         let Some(p) = path.upgrade() else { return };
         let local = p.is_local();
@@ -299,36 +304,25 @@ async fn background(path: Weak<RedisPath>, wake: Arc<Notify>) {
                     tracing::trace!(error = %e, "rl: early repair failed");
                 }
             }
-            match beat {
-                Ok(rtt) if rtt < p.health.t.recover_rtt => {
-                    last_beat = Some(Instant::now());
-                    let since = *fast_since.get_or_insert_with(Instant::now);
-                    if since.elapsed() >= p.health.t.recover_for {
-                        match async { p.check_primary().await?; p.flush().await }.await {
-                            Ok(()) => {
-                                p.health.to_normal("probes below recover_rtt for recover_after");
-                                fast_since = None;
-                                // Permits admitted locally while the repair ran.
-                                if let Err(e) = p.flush().await {
-                                    tracing::debug!(error = %e, "rl: flush after recovery failed; will retry");
-                                }
-                            }
-                            Err(e) => {
-                                tracing::debug!(error = %e, "rl: repair before recovery failed; staying local");
-                                fast_since = None;
-                            }
+            if streak.probe(Instant::now(), beat.as_ref().ok().copied(), &p.health.t) {
+                last_beat = Some(Instant::now());
+                streak.reset();
+                match async { p.check_primary().await?; p.flush().await }.await {
+                    Ok(()) => {
+                        p.health.to_normal("probes below recover_rtt for recover_after");
+                        // Permits admitted locally while the repair ran.
+                        if let Err(e) = p.flush().await {
+                            tracing::debug!(error = %e, "rl: flush after recovery failed; will retry");
                         }
                     }
+                    Err(e) => tracing::debug!(error = %e, "rl: repair before recovery failed; staying local"),
                 }
-                Ok(_) => fast_since = None,
-                Err(e) => {
-                    tracing::trace!(error = %e, "rl: probe failed");
-                    fast_since = None;
-                }
+            } else if let Err(e) = &beat {
+                tracing::trace!(error = %e, "rl: probe failed");
             }
         } else if last_beat.is_none_or(|t| t.elapsed() >= HEARTBEAT_EVERY) {
             last_beat = Some(Instant::now());
-            fast_since = None;
+            streak.reset();
             if p.heartbeat().await.is_ok() {
                 let repaired = async { p.check_primary().await?; p.flush().await }.await;
                 if let Err(e) = repaired {

@@ -175,9 +175,69 @@ impl Health {
     }
 }
 
+/// The probes' side of the hysteresis: Redis counts as recovered once probes have, for
+/// `recover_for`, all succeeded, none been as slow as `slow_rtt`, and kept a median round trip
+/// below `recover_rtt`. The median (not every single probe) makes one scheduling hiccup on a busy
+/// host not restart the period; a failed or slow probe does.
+#[derive(Debug, Default)]
+pub(crate) struct Streak {
+    since: Option<Instant>,
+    rtts: Vec<Duration>,
+}
+
+impl Streak {
+    /// Feeds one probe (`None`: it failed); true when the limiter may return to `normal`.
+    pub(crate) fn probe(&mut self, now: Instant, rtt: Option<Duration>, t: &Thresholds) -> bool {
+        let Some(rtt) = rtt.filter(|r| *r < t.slow_rtt) else {
+            self.reset();
+            return false;
+        };
+        let since = *self.since.get_or_insert(now);
+        self.rtts.push(rtt);
+        let mut sorted = self.rtts.clone();
+        sorted.sort_unstable();
+        if sorted[sorted.len() / 2] >= t.recover_rtt {
+            self.reset();
+            return false;
+        }
+        now.duration_since(since) >= t.recover_for
+    }
+
+    pub(crate) fn reset(&mut self) {
+        self.since = None;
+        self.rtts.clear();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn recovery_needs_the_whole_period_of_good_probes() {
+        let h = health();
+        let mut s = Streak::default();
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        for i in 0..20 {
+            assert!(!s.probe(t0 + ms(25 * i), Some(ms(1)), &h.t), "probe {i} is inside the period");
+        }
+        // One hiccup above recover_rtt (but below degrade_rtt) does not restart the period...
+        assert!(!s.probe(t0 + ms(25 * 20 - 1), Some(ms(3)), &h.t));
+        assert!(s.probe(t0 + ms(25 * 20 + 1), Some(ms(1)), &h.t), "500 ms of fast probes");
+        // ...a failed or slow probe does.
+        let mut s = Streak::default();
+        assert!(!s.probe(t0, Some(ms(1)), &h.t));
+        assert!(!s.probe(t0 + ms(400), None, &h.t));
+        assert!(!s.probe(t0 + ms(600), Some(ms(1)), &h.t), "the period restarted at 600 ms");
+        assert!(!s.probe(t0 + ms(700), Some(ms(6)), &h.t), "slower than degrade_rtt");
+        assert!(!s.probe(t0 + ms(1100), Some(ms(1)), &h.t));
+        assert!(s.probe(t0 + ms(1600), Some(ms(1)), &h.t));
+        // A median above recover_rtt restarts it.
+        let mut s = Streak::default();
+        assert!(!s.probe(t0, Some(ms(3)), &h.t));
+        assert!(!s.probe(t0 + ms(600), Some(ms(1)), &h.t), "the 3 ms probe was a streak of its own");
+    }
 
     fn health() -> Health {
         Health::new(Thresholds {

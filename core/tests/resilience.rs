@@ -62,7 +62,7 @@ fn frozen_redis_goes_local_within_the_period_and_back_only_after_recovery() {
     assert!(recovery >= options.recover_after, "back to normal {recovery:?} after the thaw, before recover_after");
     assert!(recovery <= options.recover_after + Duration::from_millis(1000), "back to normal only {recovery:?} after the thaw");
     for l in &limiters {
-        assert_eq!(l.stats().mode, Mode::Normal);
+        assert_eq!(l.stats().mode, Mode::Normal, "{:?}", l.stats());
         assert_eq!(l.stats().transitions_to_local, 1, "no flapping: {:?}", l.stats());
         assert_eq!(l.stats().transitions_to_normal, 1, "no flapping: {:?}", l.stats());
     }
