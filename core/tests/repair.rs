@@ -1,0 +1,94 @@
+//! `lua/repair.lua` on a real redis-server, and the failover repair end to end: what a new
+//! primary lacks is written back once, and only once.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use rl_core::{Mode, Options};
+use rl_harness::{RedisServer, RespValue};
+
+const REPAIR: &str = include_str!("../../lua/repair.lua");
+
+fn pack(values: &[u64]) -> Vec<u8> {
+    values.iter().flat_map(|&v| (v as f64).to_be_bytes()).collect()
+}
+
+fn pairs(v: &[(u64, u64)]) -> Vec<u8> {
+    pack(&v.iter().flat_map(|&(t, n)| [t, n]).collect::<Vec<_>>())
+}
+
+/// Runs the repair script; returns (local permits added, failover permits added).
+fn repair(server: &RedisServer, key: &[u8], instance: &str, token: &str, local: &[(u64, u64)], epoch: &str, failover: &[(u64, u64)]) -> (i64, i64) {
+    let mut marker = key.to_vec();
+    marker.extend_from_slice(b":repair");
+    let window = pack(&[60_000, 61_000]);
+    let (local, failover) = (pairs(local), pairs(failover));
+    let args: Vec<&[u8]> = vec![
+        b"EVAL", REPAIR.as_bytes(), b"2", key, &marker, b"rl-repair-1", instance.as_bytes(), &window, token.as_bytes(), &local,
+        epoch.as_bytes(), &failover,
+    ];
+    match cmd(server, &args) {
+        RespValue::Array(v) => (v[0].as_int().unwrap(), v[1].as_int().unwrap()),
+        other => panic!("repair: {other:?}"),
+    }
+}
+
+#[test]
+fn local_permits_are_added_once_per_token() {
+    let server = server();
+    let l = blocking_with(&server, strict());
+    let key = l.redis_key("k");
+    let now = l.acquire("k", 100, 60_000, 5).unwrap().now_ms;
+    let local = [(now - 10, 3), (now - 5, 4)];
+    assert_eq!(repair(&server, &key, "a", "a:1", &local, "", &[]), (7, 0));
+    assert_eq!(repair(&server, &key, "a", "a:1", &local, "", &[]), (0, 0), "the same flush again adds nothing");
+    assert_eq!(l.peek("k", 100, 60_000).unwrap().used, 12);
+    assert_eq!(repair(&server, &key, "b", "b:1", &[(now - 7, 2)], "", &[]), (2, 0), "another instance's flush is its own");
+    let d = l.acquire("k", 100, 60_000, 1).unwrap();
+    assert_eq!(d.used, 15, "the sliding window script reads the rewritten window");
+    // Permits older than the window are not written back.
+    assert_eq!(repair(&server, &key, "a", "a:2", &[(now - 70_000, 50)], "", &[]), (0, 0));
+}
+
+#[test]
+fn the_failover_part_adds_only_the_buckets_the_new_primary_lacks() {
+    let server = server();
+    let l = blocking_with(&server, strict());
+    let key = l.redis_key("f");
+    let t1 = l.acquire("f", 100, 60_000, 2).unwrap().now_ms;
+    // This instance saw Redis admit 2 at t1 (replicated: present) and 3 at t1 - 1 and 4 at
+    // t1 - 2 (lost with the old primary: absent). Another instance lost 5 at t1 - 2 too.
+    let seen_a = [(t1 - 2, 4), (t1 - 1, 3), (t1, 2)];
+    assert_eq!(repair(&server, &key, "a", "", &[], "run-2", &seen_a), (0, 7));
+    assert_eq!(repair(&server, &key, "a", "", &[], "run-2", &seen_a), (0, 0), "once per instance and primary");
+    assert_eq!(repair(&server, &key, "b", "", &[], "run-2", &[(t1 - 2, 5)]), (0, 5), "a bucket made by a repair is not proof of b's permits");
+    assert_eq!(l.peek("f", 100, 60_000).unwrap().used, 2 + 7 + 5);
+    // A later failover is a new epoch.
+    assert_eq!(repair(&server, &key, "a", "", &[], "run-3", &[(t1 + 100_000, 1)]), (0, 1));
+}
+
+#[test]
+fn a_restart_that_lost_the_data_is_repaired_from_what_this_instance_saw() {
+    let mut server = server();
+    let l = blocking_with(&server, Options { instances: Some(1), ..Options::default() });
+    for i in 1..=30 {
+        assert_eq!(l.acquire("lost", 100, 60_000, 1).unwrap().used, i);
+    }
+    // The first heartbeat records the primary's run id.
+    wait_until("the primary's run id is known", Duration::from_secs(3), || l.stats().decisions_normal == 30 && l.stats().instances == 1);
+    std::thread::sleep(Duration::from_millis(1200));
+    server.restart().unwrap(); // no persistence: the new server starts empty, with a new run id
+    // The next call fails over to local (or lands on the empty server), then recovery repairs.
+    let _ = l.acquire("lost", 100, 60_000, 1).unwrap();
+    wait_until("a new primary was seen and repaired", Duration::from_secs(6), || {
+        let s = l.stats();
+        s.failovers == 1 && s.mode == Mode::Normal && s.repairs >= 1
+    });
+    let fresh = blocking_with(&server, strict());
+    let used = fresh.peek("lost", 100, 60_000).unwrap().used;
+    assert!(used >= 30, "the restarted server holds the 30 permits admitted before it lost them: {used} ({:?})", l.stats());
+    assert!(used <= 31, "and no more than what was admitted: {used}");
+    assert!(l.stats().repaired_permits >= 30, "{:?}", l.stats());
+}
