@@ -18,6 +18,7 @@ fn signal(pid: u32, sig: i32) {
 
 #[test]
 fn frozen_redis_goes_local_within_the_period_and_back_only_after_recovery() {
+    let _heavy = heavy();
     let server = server();
     let rt = runtime();
     let (n, limit, window) = (4usize, 400u64, 1000u64);
@@ -252,6 +253,7 @@ fn client_time_beyond_the_allowed_skew_is_refused_with_nothing_written() {
 
 #[test]
 fn server_time_is_immune_to_client_clock_skew() {
+    let _heavy = heavy();
     let server = server();
     let rt = runtime();
     let (limit, window) = (300u64, 1000u64);

@@ -135,3 +135,10 @@ pub fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// Held by the tests that put a fleet's load on the machine, so that two of them never share
+/// its two cores (their figures are reported, and a starved Redis would be a different test).
+pub fn heavy() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
