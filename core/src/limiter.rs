@@ -31,7 +31,8 @@ pub struct Options {
     pub max_clock_skew_ms: u64,
     /// Wait before the one retry of a call that failed with a connection-class error (connection
     /// refused or dropped, READONLY, LOADING, TRYAGAIN, CLUSTERDOWN, MASTERDOWN, BUSY, OOM). The
-    /// retry happens only if it fits in the request timeout. Default 50 ms.
+    /// retry happens only if it fits in the request timeout (so a longer delay means no retry).
+    /// At most 60 s. Default 50 ms.
     pub retry_delay: Duration,
     /// Decide locally while Redis is unhealthy (`true`, default) or return
     /// `BackendUnavailable` errors (`false`: no state machine, no local decisions).
@@ -138,11 +139,10 @@ impl Limiter {
         if options.max_clock_skew_ms > validate::MAX_WINDOW_MS {
             return Err(Error::invalid("max_clock_skew_ms", format!("is {}; at most {}", options.max_clock_skew_ms, validate::MAX_WINDOW_MS)));
         }
-        if options.retry_delay > options.request_timeout {
-            return Err(Error::invalid(
-                "retry_delay",
-                format!("is {} ms; at most request_timeout ({} ms)", options.retry_delay.as_millis(), options.request_timeout.as_millis()),
-            ));
+        // A retry happens only if it still fits in request_timeout, so a delay longer than the
+        // timeout is not an error (it means "no retry"): a short request_timeout alone must open.
+        if options.retry_delay > MAX_TIMEOUT {
+            return Err(Error::invalid("retry_delay", format!("is {} ms; at most 60 s", options.retry_delay.as_millis())));
         }
         for (name, t) in [
             ("degrade_rtt", options.degrade_rtt),

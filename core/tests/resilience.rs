@@ -203,7 +203,7 @@ fn local_state_is_bounded_however_many_keys_arrive() {
 #[test]
 fn invalid_fallback_options_are_refused_by_name() {
     let cases: Vec<(Options, &str)> = vec![
-        (Options { retry_delay: Duration::from_secs(2), ..Options::default() }, "retry_delay"),
+        (Options { retry_delay: Duration::from_secs(61), ..Options::default() }, "retry_delay"),
         (Options { degrade_rtt: Duration::ZERO, ..Options::default() }, "degrade_rtt"),
         (Options { degrade_after: Duration::from_secs(61), ..Options::default() }, "degrade_after"),
         (Options { recover_rtt: Duration::from_millis(6), ..Options::default() }, "recover_rtt"),
@@ -211,6 +211,8 @@ fn invalid_fallback_options_are_refused_by_name() {
         (Options { instances: Some(0), ..Options::default() }, "instances"),
         (Options { local_max_keys: 0, ..Options::default() }, "local_max_keys"),
     ];
+    let short = Options { request_timeout: Duration::from_millis(20), ..Options::default() };
+    assert!(Limiter::open(Some("redis://127.0.0.1:1/"), short).is_ok(), "a request timeout under the retry delay means no retry, not an error");
     for (o, name) in cases {
         match Limiter::open(Some("redis://127.0.0.1:1/"), o).unwrap_err() {
             rl_core::Error::InvalidArgument { name: got, .. } => assert_eq!(got, name),
