@@ -84,3 +84,35 @@ impl From<redis::RedisError> for Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server_error(line: &str) -> Error {
+        let v = redis::parse_redis_value(format!("-{line}\r\n").as_bytes()).expect("a RESP error");
+        Error::from(v.extract_error().expect_err("an error reply"))
+    }
+
+    #[test]
+    fn availability_errors_are_retried_and_send_the_limiter_local() {
+        for line in [
+            "READONLY You can't write against a read only replica.",
+            "LOADING Redis is loading the dataset in memory",
+            "TRYAGAIN Multiple keys request during rehashing of slot",
+            "CLUSTERDOWN The cluster is down",
+            "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
+            "BUSY Redis is busy running a script.",
+            "OOM command not allowed when used memory > 'maxmemory'.",
+        ] {
+            assert_eq!(server_error(line).kind(), ErrorKind::BackendUnavailable, "{line}");
+        }
+    }
+
+    #[test]
+    fn other_errors_are_the_callers_to_see() {
+        for line in ["WRONGTYPE Operation against a key holding the wrong kind of value", "NOPERM no permissions", "ERR unknown command"] {
+            assert_eq!(server_error(line).kind(), ErrorKind::Backend, "{line}");
+        }
+    }
+}
