@@ -101,9 +101,13 @@ impl Cluster {
     pub fn node_id(&self, index: usize) -> io::Result<String> {
         let node = self.node(index)?;
         match node.command(&[b"CLUSTER", b"MYID"])? {
-            reply @ (RespValue::Bulk(_) | RespValue::Simple(_)) => {
-                Ok(reply.as_str().unwrap_or_default().to_string())
-            }
+            reply @ (RespValue::Bulk(_) | RespValue::Simple(_)) => match reply.as_str() {
+                Some(id) if !id.is_empty() => Ok(id.to_string()),
+                _ => Err(io::Error::other(format!(
+                    "CLUSTER MYID on port {} answered an empty or non-UTF-8 id: {reply:?}",
+                    node.port()
+                ))),
+            },
             other => Err(io::Error::other(format!(
                 "CLUSTER MYID on port {} answered {other:?}",
                 node.port()
