@@ -494,7 +494,7 @@ static int free_port(void) {
 }
 
 /* Redis not listening, fallback on (the default): the first call is refused, retried once after
- * retry_delay, then decided locally; every later call is local at once. With instances = 4 the
+ * retry_delay, then decided locally (degrade_rtt is raised so only the errors can send it local); every later call is local at once. With instances = 4 the
  * local budget of a limit of 100 is 25. */
 static void test_local_fallback(void) {
     char url[64];
@@ -506,6 +506,9 @@ static void test_local_fallback(void) {
     o.request_timeout_ms = 10000;
     o.retry_delay_ms = 20;
     o.instances = 4;
+    /* This test is about the error path: a slow first connect (valgrind) must not win through the
+     * slow-RTT rule before the refusal and its retry are counted. */
+    o.degrade_rtt_ms = 60000;
     rl_limiter *l = NULL;
     rl_error *err = NULL;
     CHECK(rl_limiter_open(url, &o, &l, &err) == RL_OK, "open: %s", rl_error_message(err));

@@ -63,7 +63,8 @@ async function localBudget(limiter, key) {
 
 describe('local fallback', () => {
   test('nothing listens: 25 of 100 allowed locally with instances 4, then denied; stats() says so', async () => {
-    const limiter = new Limiter(await nobodyUrl(), { requestTimeoutMs: REQUEST_TIMEOUT_MS, instances: 4, retryDelayMs: 20 })
+    // degradeRttMs is raised so that only the refusal and its retry (asserted below) can send it local.
+    const limiter = new Limiter(await nobodyUrl(), { requestTimeoutMs: REQUEST_TIMEOUT_MS, instances: 4, retryDelayMs: 20, degradeRttMs: 60_000 })
     assert.equal(limiter.stats().mode, 'normal')
     const key = uniqueKey('fallback')
     await localBudget(limiter, key)

@@ -85,7 +85,10 @@ def assert_local_stats(s: rl.Stats, calls: int) -> None:
 
 
 def test_fallback_when_nothing_listens(key: str) -> None:
-    lim = rl.Limiter(nobody_url(), request_timeout_ms=REQUEST_TIMEOUT_MS, instances=4, retry_delay_ms=20)
+    # degrade_rtt is raised so that only the refusal and its retry (asserted below) can send it local.
+    lim = rl.Limiter(
+        nobody_url(), request_timeout_ms=REQUEST_TIMEOUT_MS, instances=4, retry_delay_ms=20, degrade_rtt_ms=60_000
+    )
     assert lim.stats().mode == "normal"
     start = time.monotonic()
     decisions = [lim.acquire(key, 100, 60_000)]
@@ -106,7 +109,7 @@ def test_fallback_when_nothing_listens(key: str) -> None:
 
 def test_async_fallback_when_nothing_listens(key: str) -> None:
     async def main() -> Tuple[List[rl.Decision], float, rl.Stats]:
-        lim = rl.AsyncLimiter(nobody_url(), request_timeout_ms=REQUEST_TIMEOUT_MS, instances=4)
+        lim = rl.AsyncLimiter(nobody_url(), request_timeout_ms=REQUEST_TIMEOUT_MS, instances=4, degrade_rtt_ms=60_000)
         start = time.monotonic()
         decisions = [await lim.acquire(key, 100, 60_000)]
         took_first = time.monotonic() - start

@@ -21,7 +21,9 @@ class FallbackTest {
     @Test
     void nothingListeningDecidesLocallyWithTheInstancesShare() throws Exception {
         String url = "redis://127.0.0.1:" + TestSupport.freePort() + "/";
-        try (RateLimiter l = RateLimiter.builder(url).instances(4).retryDelay(Duration.ofMillis(20)).build()) {
+        // degradeRtt is raised so that only the refusal and its retry (asserted below) can send it local.
+        try (RateLimiter l = RateLimiter.builder(url).instances(4).retryDelay(Duration.ofMillis(20))
+                .degradeRtt(Duration.ofSeconds(60)).build()) {
             String key = TestSupport.key("fallback");
             long t0 = System.nanoTime();
             Decision first = l.acquire(key, 100, 60_000);
