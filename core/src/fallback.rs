@@ -23,6 +23,7 @@ use crate::fork::ForkLocal;
 use crate::health::{Health, Streak, Thresholds};
 use crate::ledger::Ledger;
 use crate::limiter::Options;
+use crate::primaries::{epoch_in, Primaries};
 
 /// How often an instance announces itself, and how long an announcement counts.
 const HEARTBEAT_EVERY: Duration = Duration::from_secs(1);
@@ -47,9 +48,8 @@ pub(crate) struct RedisPath {
     ttl_slack_ms: u64,
     started: ForkLocal<AtomicBool>,
     wake: Arc<Notify>,
-    /// The primary's run id as last seen, and a failover repair not yet completed.
-    run_id: Mutex<Option<String>>,
-    epoch: Mutex<Option<String>>,
+    /// Which servers are primaries, and the slots whose new primary still needs a repair.
+    primaries: Mutex<Primaries>,
     /// The generation of a flush that has not completed: the next attempt resends the same
     /// permits under the same token, so a flush whose reply was lost is not applied twice.
     outstanding: Mutex<Option<u32>>,
@@ -85,8 +85,7 @@ impl RedisPath {
             ttl_slack_ms: 1000 + if options.clock.is_some() { 2 * options.max_clock_skew_ms } else { 0 },
             started: ForkLocal::default(),
             wake: Arc::new(Notify::new()),
-            run_id: Mutex::new(None),
-            epoch: Mutex::new(None),
+            primaries: Mutex::new(Primaries::default()),
             outstanding: Mutex::new(None),
         })
     }
@@ -242,17 +241,14 @@ impl RedisPath {
         });
     }
 
-    /// Reads the primary's run id; a change means a new primary (failover, or a restart that lost
-    /// the data), whose window may lack permits this instance saw admitted.
+    /// Reads who is primary for which slots; a server that was never primary before (a failover,
+    /// or a restart that lost the data) may lack permits this instance saw admitted in its slots.
     async fn check_primary(&self) -> Result<()> {
-        if let Some(now) = self.backend.run_id().await? {
-            let mut known = self.run_id.lock().unwrap_or_else(|p| p.into_inner());
-            if known.as_ref().is_some_and(|old| *old != now) {
-                self.health.counters.failovers.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(old = known.as_deref().unwrap_or(""), new = %now, "rl: new Redis primary; repairing the windows it lacks");
-                *self.epoch.lock().unwrap_or_else(|p| p.into_inner()) = Some(now.clone());
-            }
-            *known = Some(now);
+        let now = self.backend.primaries().await?;
+        let new = self.primaries.lock().unwrap_or_else(|p| p.into_inner()).observe(&now);
+        if new > 0 {
+            self.health.counters.failovers.fetch_add(new as u64, Ordering::Relaxed);
+            tracing::warn!(new_primaries = new, ?now, "rl: new Redis primary; repairing the windows it lacks");
         }
         Ok(())
     }
@@ -260,13 +256,18 @@ impl RedisPath {
     /// Writes back what Redis lacks: permits admitted locally, and after a failover the permits
     /// admitted by the old primary that did not reach the new one. Idempotent (see `lua/repair.lua`).
     async fn flush(&self) -> Result<()> {
-        let epoch = self.epoch.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        if epoch.is_none() && !self.ledger.has_local() {
+        let epochs = self.primaries.lock().unwrap_or_else(|p| p.into_inner()).pending();
+        if epochs.is_empty() && !self.ledger.has_local() {
             return Ok(());
         }
         let upto = *self.outstanding.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(|| self.ledger.begin_flush());
         let token = format!("{}:{}", self.id, upto);
-        for p in self.ledger.pending(upto, self.local_now(), epoch.is_some()) {
+        for p in self.ledger.pending(upto, self.local_now(), !epochs.is_empty()) {
+            let epoch = epoch_in(&epochs, crate::keys::slot(&p.key));
+            let failover: &[(u64, u64)] = if epoch.is_some() { &p.admitted } else { &[] };
+            if p.local.is_empty() && failover.is_empty() {
+                continue;
+            }
             let mut marker = p.key.clone();
             marker.extend_from_slice(b":repair");
             let call = RepairCall {
@@ -275,8 +276,8 @@ impl RedisPath {
                 ttl_ms: p.window_ms + self.ttl_slack_ms,
                 local_token: if p.local.is_empty() { "" } else { &token },
                 local: &p.local,
-                epoch: epoch.as_deref().unwrap_or(""),
-                failover: &p.admitted,
+                epoch: epoch.unwrap_or(""),
+                failover,
             };
             let (local, lost) = self.backend.repair(&p.key, &marker, &call).await?;
             self.ledger.flushed(&p.key, upto);
@@ -287,7 +288,7 @@ impl RedisPath {
             }
         }
         *self.outstanding.lock().unwrap_or_else(|p| p.into_inner()) = None;
-        *self.epoch.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        self.primaries.lock().unwrap_or_else(|p| p.into_inner()).repaired(&epochs);
         Ok(())
     }
 

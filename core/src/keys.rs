@@ -39,9 +39,30 @@ pub fn redis_key(prefix: &str, user_key: &[u8]) -> Vec<u8> {
     out
 }
 
+/// The Cluster hash slot of a Redis key: CRC16 of its hash tag (the first non-empty `{...}`), or
+/// of the whole key, modulo 16384. The failover repair uses it to tell which primary holds a key.
+pub(crate) fn slot(redis_key: &[u8]) -> u16 {
+    let tag = redis_key.iter().position(|&b| b == b'{').and_then(|open| {
+        let rest = &redis_key[open + 1..];
+        let len = rest.iter().position(|&b| b == b'}')?;
+        (len > 0).then(|| &rest[..len])
+    });
+    crc16::State::<crc16::XMODEM>::calculate(tag.unwrap_or(redis_key)) % crate::primaries::SLOTS
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slots_match_redis_cluster_keyslot() {
+        // CLUSTER KEYSLOT answers, and the Cluster spec's hash tag rules.
+        assert_eq!(slot(b"foo"), 12182);
+        assert_eq!(slot(b"123456789"), 12739);
+        assert_eq!(slot(b"{user1000}.following"), slot(b"user1000"));
+        assert_eq!(slot(b"foo{}{bar}"), crc16::State::<crc16::XMODEM>::calculate(b"foo{}{bar}") % 16384);
+        assert_eq!(slot(&redis_key("rl:", b"api:order")), slot(b"api:order"));
+    }
 
     #[test]
     fn plain_keys_are_verbatim_inside_the_tag() {

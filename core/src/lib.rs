@@ -30,6 +30,7 @@ mod health;
 mod keys;
 mod ledger;
 mod limiter;
+mod primaries;
 pub mod runtime;
 mod script;
 mod stats;

@@ -1,5 +1,6 @@
-//! Sentinel and Cluster, with real servers from `rl-harness`: a primary killed under load, and a
-//! slot migrated under load. `REPORT` lines carry the measured figures (`--nocapture`).
+//! Sentinel and Cluster, with real servers from `rl-harness`: a primary killed under load (Sentinel
+//! and Cluster), a Cluster failover that lost writes, and a slot migrated under load. `REPORT`
+//! lines carry the measured figures (`--nocapture`).
 
 mod common;
 
@@ -135,4 +136,117 @@ fn cluster_slot_migration_under_load_makes_no_wrong_decision() {
         migrated.as_millis(),
         per_mode(&records)
     );
+}
+
+#[test]
+fn cluster_failover_under_load_follows_the_promoted_replica_within_the_bound() {
+    let _heavy = heavy();
+    let mut cluster = Cluster::start_with_replicas(rl_harness::ServerOptions::default()).unwrap();
+    let rt = runtime();
+    let (n, limit, window) = (4usize, 500u64, 1000u64);
+    let url = cluster.url();
+    let limiters: Vec<Limiter> = (0..n).map(|_| Limiter::open(Some(&url), Options::default()).unwrap()).collect();
+    rt.block_on(async {
+        for l in &limiters {
+            assert_eq!(l.acquire("warm-up", 1000, 1000, 1).await.unwrap().mode, Mode::Normal);
+        }
+    });
+    wait_until("every instance sees 4 live instances", Duration::from_secs(5), || limiters.iter().all(|l| l.stats().instances == n as u64));
+    let key = limiters[0].redis_key("failover");
+    let slot = key_slot(&key);
+    let master = cluster.slot_owner(slot).unwrap();
+    let replica = cluster.replica_of(master).unwrap();
+
+    let (records, killed, promoted) = std::thread::scope(|s| {
+        // 2x the limit: 4 instances x 250/s against 500/s.
+        let load = s.spawn(|| rt.block_on(drive(&limiters, "failover", limit, window, 250, Duration::from_secs(9))));
+        std::thread::sleep(Duration::from_secs(2));
+        let killed = Instant::now();
+        cluster.nodes_mut()[master].kill().unwrap();
+        let owner = cluster.wait_for_failover(slot, master, Duration::from_secs(20)).unwrap();
+        let promoted = Instant::now();
+        assert_eq!(owner, replica, "the slot went to the killed master's replica");
+        (load.join().unwrap(), killed, promoted)
+    });
+
+    assert!(records.iter().all(|r| r.result.is_ok()), "a call failed: {:?}", records.iter().find(|r| r.result.is_err()));
+    let timeout = Options::default().request_timeout;
+    let slowest = records.iter().map(|r| r.latency).max().unwrap();
+    assert!(slowest <= timeout, "a call waited {slowest:?}");
+    let first_local = records.iter().filter(|r| r.mode() == Some(Mode::Local)).map(|r| r.done()).min().expect("never went local");
+    let back = records
+        .iter()
+        .filter(|r| r.started > promoted && r.mode() == Some(Mode::Normal))
+        .map(|r| r.started)
+        .min()
+        .expect("never returned to normal on the promoted replica");
+    let tail: Vec<_> = records.iter().rev().take(200).collect();
+    assert!(tail.iter().all(|r| r.mode() == Some(Mode::Normal)), "the last decisions were not all made by Redis");
+    for l in &limiters {
+        let s = l.stats();
+        assert_eq!(s.mode, Mode::Normal, "{s:?}");
+        assert_eq!(s.failovers, 1, "each instance saw one new primary: {s:?}");
+    }
+    assert_eq!(cluster.nodes()[replica].command(&[b"EXISTS", &key]).unwrap().as_int(), Some(1), "the window lives on the promoted replica");
+
+    let admitted: Vec<_> = records.iter().filter_map(|r| r.admitted()).collect();
+    let max = max_in_any_window(&admitted, window);
+    let bound = limit + limit / n as u64;
+    assert!(max <= bound, "{max} admitted in one window; bound limit x (1 + 1/instances) = {bound}");
+    let repaired: u64 = limiters.iter().map(|l| l.stats().repaired_permits).sum();
+    println!(
+        "REPORT Cluster failover (SIGKILL the key's master; 3 masters + 3 replicas, node timeout 1 s), 4 instances x 250/s, \
+         limit {limit}/{window} ms: fell back {} ms after the kill; the replica took over {} ms after the kill; back to normal \
+         on it {} ms after that; slowest call {} ms; decisions {}; max admitted in any window {max} (limit {limit}, overshoot \
+         {:.1}%, bound {bound}); permits repaired {repaired}",
+        first_local.saturating_duration_since(killed).as_millis(),
+        (promoted - killed).as_millis(),
+        (back - promoted).as_millis(),
+        slowest.as_millis(),
+        per_mode(&records),
+        (max.saturating_sub(limit)) as f64 * 100.0 / limit as f64,
+    );
+}
+
+/// The replica is cut off before the writes (frozen, its link killed), so the master dies with
+/// 30 permits the replica never got: the promoted replica lacks them, and the instance that saw
+/// them admitted writes them back into that shard's window.
+#[test]
+fn a_cluster_failover_that_lost_writes_is_repaired_from_what_this_instance_saw() {
+    let _heavy = heavy();
+    let mut cluster = Cluster::start_with_replicas(rl_harness::ServerOptions::default()).unwrap();
+    let l = rl_core::blocking::Limiter::open(Some(&cluster.url()), Options { instances: Some(1), ..Options::default() }).unwrap();
+    let key = l.redis_key("lost");
+    let master = cluster.key_owner(&key).unwrap();
+    let replica = cluster.replica_of(master).unwrap();
+    assert_eq!(l.acquire("warm-up", 100, 60_000, 1).unwrap().mode, Mode::Normal);
+    // The first heartbeat (at once) is followed by the first look at the primaries.
+    wait_until("the first heartbeat", Duration::from_secs(3), || l.stats().instances == 1);
+    std::thread::sleep(Duration::from_millis(300));
+
+    cluster.nodes_mut()[replica].freeze().unwrap();
+    let killed_links = cluster.nodes()[master].command(&[b"CLIENT", b"KILL", b"TYPE", b"replica"]).unwrap();
+    assert_eq!(killed_links.as_int(), Some(1), "the master had one replica link");
+    for i in 1..=30 {
+        let d = l.acquire("lost", 100, 60_000, 1).unwrap();
+        assert_eq!((d.mode, d.used), (Mode::Normal, i));
+    }
+    cluster.nodes_mut()[master].kill().unwrap();
+    cluster.nodes_mut()[replica].thaw().unwrap();
+    let owner = cluster.wait_for_failover(key_slot(&key), master, Duration::from_secs(20)).unwrap();
+    assert_eq!(owner, replica);
+
+    let _ = l.acquire("lost", 100, 60_000, 1).unwrap();
+    wait_until("a new primary was seen and repaired", Duration::from_secs(6), || {
+        let s = l.stats();
+        s.failovers == 1 && s.mode == Mode::Normal && s.repairs >= 1
+    });
+    let fresh = rl_core::blocking::Limiter::open(Some(&cluster.url()), strict()).unwrap();
+    let used = fresh.peek("lost", 100, 60_000).unwrap().used;
+    assert!(used >= 30, "the promoted replica holds the 30 permits its master admitted before dying: {used} ({:?})", l.stats());
+    assert!(used <= 31, "and no more than what was admitted: {used}");
+    // The warm-up key was replicated before the cut: a repair finds it present and adds nothing.
+    let warm = fresh.peek("warm-up", 100, 60_000).unwrap().used;
+    assert_eq!(warm, 1, "the warm-up key counts its one permit");
+    println!("REPORT Cluster failover that lost 30 writes: the promoted replica holds {used} after the repair; {:?}", l.stats());
 }

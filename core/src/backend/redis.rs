@@ -10,14 +10,16 @@ use std::time::Duration;
 use std::sync::Arc;
 
 use redis::aio::ConnectionManagerConfig;
+use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 
 use super::coalesce::{Op, Queues, Turn, MAX_WAITING};
 use super::connection::{Conn, Connector};
-use super::topology::{self, Topology};
+use super::topology;
 use super::{Request, Verdict};
 use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::limiter::Options;
+use crate::primaries::Primary;
 use crate::script::{parse_reply, HEARTBEAT, REPAIR, SLIDING_WINDOW};
 
 pub(crate) struct RedisBackend {
@@ -75,10 +77,6 @@ impl RedisBackend {
         self.shared.connector.topology.name()
     }
 
-    pub(crate) fn is_cluster(&self) -> bool {
-        matches!(self.shared.connector.topology, Topology::Cluster(_))
-    }
-
     /// Decides one request, alone or coalesced with concurrent ones for the same key. Not bounded
     /// in time here: the caller races it against its deadline and may drop it.
     pub(crate) async fn decide(&self, req: &Request<'_>, redis_key: &[u8]) -> Result<Verdict> {
@@ -132,18 +130,42 @@ impl RedisBackend {
             .await
     }
 
-    /// The primary's run id, which changes when another server takes over (failover, or a restart
-    /// that lost the data); `None` on Cluster, where every slot has its own primary.
-    pub(crate) async fn run_id(&self) -> Result<Option<String>> {
-        if self.is_cluster() {
-            return Ok(None);
-        }
+    /// Who serves which slots, by run id (see `primaries.rs`). Standalone and Sentinel: the one
+    /// primary. Cluster: each range of `CLUSTER SLOTS` with its master's run id, asked of that
+    /// master by address; a master that does not answer (in half the request timeout) is left out
+    /// of the map.
+    pub(crate) async fn primaries(&self) -> Result<Vec<Primary>> {
         self.shared
             .bounded("INFO server", async {
                 let (id, mut conn) = self.shared.connector.get().await?;
-                let r = redis::cmd("INFO").arg("server").query_async::<String>(&mut conn).await;
-                let info = self.shared.check(id, r)?;
-                Ok(info.lines().find_map(|l| l.strip_prefix("run_id:")).map(|v| v.trim().to_string()))
+                let Conn::Cluster(cluster) = &mut conn else {
+                    let r = redis::cmd("INFO").arg("server").query_async::<String>(&mut conn).await;
+                    return Ok(run_id(&self.shared.check(id, r)?).map(Primary::everything).into_iter().collect());
+                };
+                let r = redis::cmd("CLUSTER").arg("SLOTS").query_async::<Vec<Vec<redis::Value>>>(cluster).await;
+                let ranges = self.shared.check(id, r)?;
+                let mut masters: Vec<((String, u16), Option<String>)> = Vec::new();
+                let mut out = Vec::new();
+                for range in &ranges {
+                    let Some((first, last, addr)) = slot_range(range) else { continue };
+                    let i = match masters.iter().position(|(a, _)| *a == addr) {
+                        Some(i) => i,
+                        None => {
+                            let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host: addr.0.clone(), port: addr.1 });
+                            // A frozen master must not hold up the others' answers (nor the
+                            // recovery that waits for this map): it gets half the budget.
+                            let info = cluster.route_command(redis::cmd("INFO").arg("server").clone(), route);
+                            let info = tokio::time::timeout(self.shared.request_timeout / 2, info).await;
+                            let run = info.ok().and_then(|r| r.ok()).and_then(|v| redis::from_redis_value::<String>(v).ok()).and_then(|s| run_id(&s));
+                            masters.push((addr, run));
+                            masters.len() - 1
+                        }
+                    };
+                    if let Some(run_id) = &masters[i].1 {
+                        out.push(Primary { first, last, run_id: run_id.clone() });
+                    }
+                }
+                Ok(out)
             })
             .await
     }
@@ -257,6 +279,20 @@ impl Shared {
         let reply = self.check(id, inv.invoke_async::<redis::Value>(&mut conn).await)?;
         parse_reply(reply, ops.len(), client_now, self.max_skew_ms)
     }
+}
+
+fn run_id(info: &str) -> Option<String> {
+    info.lines().find_map(|l| l.strip_prefix("run_id:")).map(|v| v.trim().to_string()).filter(|v| !v.is_empty())
+}
+
+/// One `CLUSTER SLOTS` entry: `[first, last, [host, port, id, ...], replicas...]`.
+fn slot_range(range: &[redis::Value]) -> Option<(u16, u16, (String, u16))> {
+    let int = |v: &redis::Value| redis::from_redis_value_ref::<i64>(v).ok();
+    let (first, last) = (int(range.first()?)?, int(range.get(1)?)?);
+    let redis::Value::Array(master) = range.get(2)? else { return None };
+    let host = redis::from_redis_value_ref::<String>(master.first()?).ok().filter(|h| !h.is_empty() && h != "?")?;
+    let port = u16::try_from(int(master.get(1)?)?).ok()?;
+    Some((u16::try_from(first).ok()?, u16::try_from(last).ok()?, (host, port)))
 }
 
 /// The URL without its password, for error messages.

@@ -1,12 +1,13 @@
-//! Three Cluster masters without replicas: enough for keys to live on
-//! different nodes and for slots to move under a client's feet, which is
-//! what rl's Cluster support has to survive.
+//! Three Cluster masters, with or without a replica each: enough for keys to
+//! live on different nodes, for slots to move under a client's feet, and for
+//! a master to die and its replica to take over, which is what rl's Cluster
+//! support has to survive.
 
 use std::io;
 use std::thread::sleep;
 use std::time::Duration;
 
-use crate::poll::{expect_ok, poll};
+use crate::poll::{expect_ok, info_field, poll};
 use crate::resp::RespValue;
 use crate::server::{RedisServer, ServerOptions};
 
@@ -14,12 +15,20 @@ pub const SLOT_COUNT: u16 = 16384;
 
 /// The split `redis-cli --cluster create` would make for three masters.
 const SLOT_RANGES: [(u16, u16); 3] = [(0, 5460), (5461, 10922), (10923, 16383)];
+const MASTERS: usize = SLOT_RANGES.len();
 const START_TIMEOUT: Duration = Duration::from_secs(15);
+/// Without replicas nothing can fail over, so a long timeout only guards
+/// against a busy machine's stalls being taken for failures.
+const NODE_TIMEOUT_MS: &str = "2000";
+/// With replicas, a dead master is replaced after about this plus the
+/// replica's election delay (0.5–1 s).
+const FAILOVER_NODE_TIMEOUT_MS: &str = "1000";
 /// MIGRATE's own timeout, in milliseconds, for one batch of keys.
 const MIGRATE_TIMEOUT_MS: &str = "5000";
 const MIGRATE_BATCH: usize = 100;
 
-/// Stopped on drop.
+/// Stopped on drop. `nodes()[0..3]` start as the masters; with replicas,
+/// `nodes()[3 + i]` starts as master `i`'s replica.
 #[derive(Debug)]
 pub struct Cluster {
     nodes: Vec<RedisServer>,
@@ -30,10 +39,22 @@ impl Cluster {
         Self::start_with(ServerOptions::default())
     }
 
-    /// Wired without redis-cli (which a host may lack even with redis-server):
-    /// each node takes its slots, then node 0 introduces the others.
     pub fn start_with(options: ServerOptions) -> io::Result<Self> {
+        Self::launch(options, false)
+    }
+
+    /// Six nodes: the three masters each with one replica, so that killing a
+    /// master is a real Cluster failover (see `wait_for_failover`).
+    pub fn start_with_replicas(options: ServerOptions) -> io::Result<Self> {
+        Self::launch(options, true)
+    }
+
+    /// Wired without redis-cli (which a host may lack even with redis-server):
+    /// each master takes its slots, node 0 introduces the others, then each
+    /// replica is introduced and told whom to replicate.
+    fn launch(options: ServerOptions, replicas: bool) -> io::Result<Self> {
         options.reject_password("cluster")?;
+        let node_timeout = if replicas { FAILOVER_NODE_TIMEOUT_MS } else { NODE_TIMEOUT_MS };
         // nodes.conf is relative to --dir, which redis-server chdirs into, so
         // each node gets its own and it is removed with the directory.
         let node_options = options.with_leading_args([
@@ -42,10 +63,10 @@ impl Cluster {
             "--cluster-config-file",
             "nodes.conf",
             "--cluster-node-timeout",
-            "2000",
+            node_timeout,
         ]);
         let mut cluster = Cluster { nodes: Vec::new() };
-        for _ in SLOT_RANGES {
+        for _ in 0..if replicas { 2 * MASTERS } else { MASTERS } {
             cluster
                 .nodes
                 .push(RedisServer::start_with(node_options.clone())?);
@@ -73,10 +94,73 @@ impl Cluster {
                 &[b"CLUSTER", b"MEET", b"127.0.0.1", port.as_bytes()],
             )?;
         }
+        let known = cluster.nodes.len();
         poll(START_TIMEOUT, "cluster_state:ok on every node", || {
-            cluster.nodes.iter().try_for_each(sees_whole_cluster)
+            cluster
+                .nodes
+                .iter()
+                .try_for_each(|node| sees_whole_cluster(node, known))
         })?;
+        if replicas {
+            for master in 0..MASTERS {
+                let id = cluster.node_id(master)?;
+                // A node can only replicate a master it has heard of; MEET
+                // was answered above, so every node knows every id by now.
+                expect_ok(
+                    &cluster.nodes[MASTERS + master],
+                    &[b"CLUSTER", b"REPLICATE", id.as_bytes()],
+                )?;
+            }
+            poll(START_TIMEOUT, "every replica in sync", || {
+                cluster.nodes[MASTERS..].iter().try_for_each(|replica| {
+                    match info_field(replica, "replication", "master_link_status")?.as_str() {
+                        "up" => Ok(()),
+                        status => Err(format!(
+                            "replica {}: master_link_status:{status}",
+                            replica.port()
+                        )),
+                    }
+                })
+            })?;
+        }
         Ok(cluster)
+    }
+
+    /// Index into `nodes()` of master `master`'s replica, if the cluster was
+    /// started with replicas.
+    pub fn replica_of(&self, master: usize) -> io::Result<usize> {
+        let replica = MASTERS + master;
+        if master >= MASTERS || replica >= self.nodes.len() {
+            return Err(invalid(format!(
+                "node {master} has no replica in this {}-node cluster",
+                self.nodes.len()
+            )));
+        }
+        Ok(replica)
+    }
+
+    /// Waits until `slot` is served by a node other than `old_owner` (which a
+    /// test has killed), that node says `role:master`, and every live node
+    /// says `cluster_state:ok`, i.e. until clients can write to the slot
+    /// again. Returns the new owner's index.
+    pub fn wait_for_failover(&self, slot: u16, old_owner: usize, timeout: Duration) -> io::Result<usize> {
+        poll(timeout, "Cluster failover", || {
+            let owner = self.slot_owner(slot).map_err(|e| e.to_string())?;
+            if owner == old_owner {
+                return Err(format!("slot {slot} is still on node {old_owner}"));
+            }
+            match info_field(&self.nodes[owner], "replication", "role")?.as_str() {
+                "master" => {}
+                role => return Err(format!("node {owner} has role:{role}")),
+            }
+            for node in self.nodes.iter().filter(|n| n.is_running()) {
+                let state = cluster_info_field(node, "cluster_state")?;
+                if state != "ok" {
+                    return Err(format!("node {}: cluster_state:{state}", node.port()));
+                }
+            }
+            Ok(owner)
+        })
     }
 
     /// Every node is a seed, as a client would be configured.
@@ -115,9 +199,14 @@ impl Cluster {
         }
     }
 
-    /// Index into `nodes()` of the slot's owner, as node 0 sees it.
+    /// Index into `nodes()` of the slot's owner, as the first live node sees it.
     pub fn slot_owner(&self, slot: u16) -> io::Result<usize> {
-        let reply = self.nodes[0].command(&[b"CLUSTER", b"SLOTS"])?;
+        let asked = self
+            .nodes
+            .iter()
+            .find(|node| node.is_running())
+            .ok_or_else(|| io::Error::other("no cluster node is running"))?;
+        let reply = asked.command(&[b"CLUSTER", b"SLOTS"])?;
         let RespValue::Array(ranges) = &reply else {
             return Err(io::Error::other(format!(
                 "CLUSTER SLOTS answered {reply:?}"
@@ -296,27 +385,35 @@ fn crc16_xmodem(data: &[u8]) -> u16 {
     })
 }
 
-/// The node serves all slots and knows the other two masters.
-fn sees_whole_cluster(node: &RedisServer) -> Result<(), String> {
+/// One `field:value` line of `CLUSTER INFO`, as a `poll` reason on failure.
+fn cluster_info_field(node: &RedisServer, name: &str) -> Result<String, String> {
     let info = node
         .command(&[b"CLUSTER", b"INFO"])
         .map_err(|e| format!("CLUSTER INFO on port {}: {e}", node.port()))?;
-    let info = info.as_str().unwrap_or_default();
-    let field = |name: &str| {
-        info.lines()
-            .find_map(|l| l.trim().strip_prefix(name)?.strip_prefix(':'))
-            .unwrap_or("?")
-    };
-    let (state, known, size) = (
-        field("cluster_state"),
-        field("cluster_known_nodes"),
-        field("cluster_size"),
+    let info = info
+        .as_str()
+        .ok_or_else(|| format!("CLUSTER INFO on port {} answered {info:?}", node.port()))?;
+    Ok(info
+        .lines()
+        .find_map(|l| l.trim().strip_prefix(name)?.strip_prefix(':'))
+        .unwrap_or("?")
+        .to_string())
+}
+
+/// The node serves all slots, spread over the three masters, and knows all
+/// `known` nodes.
+fn sees_whole_cluster(node: &RedisServer, known: usize) -> Result<(), String> {
+    let field = |name: &str| cluster_info_field(node, name);
+    let (state, known_nodes, size) = (
+        field("cluster_state")?,
+        field("cluster_known_nodes")?,
+        field("cluster_size")?,
     );
-    if state == "ok" && known == "3" && size == "3" {
+    if state == "ok" && known_nodes == known.to_string() && size == MASTERS.to_string() {
         Ok(())
     } else {
         Err(format!(
-            "node {}: cluster_state:{state} cluster_known_nodes:{known} cluster_size:{size}",
+            "node {}: cluster_state:{state} cluster_known_nodes:{known_nodes} cluster_size:{size}",
             node.port()
         ))
     }
