@@ -75,6 +75,14 @@ impl From<redis::RedisError> for Error {
         // Errors raised inside a script may arrive wrapped ("ERR ... script: ..."): look at the text too.
         let text = e.to_string();
         let text_says = UNAVAILABLE_CODES.iter().any(|c| text.contains(&format!("{c} ")));
+        // A refused password is the caller's configuration, not an outage, whatever wraps it (the
+        // cluster client reports it as an I/O error of its initial connections): it reaches the
+        // caller instead of sending the limiter local.
+        let auth = matches!(e.code(), Some("WRONGPASS" | "NOAUTH"))
+            || ["AuthenticationFailed", "WRONGPASS", "NOAUTH"].iter().any(|s| text.contains(s));
+        if auth {
+            return Error::Backend(text);
+        }
         if e.is_timeout() || e.is_io_error() || e.is_connection_refusal() || e.is_connection_dropped() || e.is_cluster_error() || code_says || text_says {
             Error::BackendUnavailable(text)
         } else {
@@ -111,7 +119,13 @@ mod tests {
 
     #[test]
     fn other_errors_are_the_callers_to_see() {
-        for line in ["WRONGTYPE Operation against a key holding the wrong kind of value", "NOPERM no permissions", "ERR unknown command"] {
+        for line in [
+            "WRONGTYPE Operation against a key holding the wrong kind of value",
+            "NOPERM no permissions",
+            "ERR unknown command",
+            "WRONGPASS invalid username-password pair or user is disabled.",
+            "NOAUTH Authentication required.",
+        ] {
             assert_eq!(server_error(line).kind(), ErrorKind::Backend, "{line}");
         }
     }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use rl_core::audit::max_in_any_window;
-use rl_core::{Limiter, Mode, Options};
+use rl_core::{ErrorKind, Limiter, Mode, Options};
 use rl_harness::{key_slot, Cluster, SentinelTrio};
 
 #[test]
@@ -249,4 +249,70 @@ fn a_cluster_failover_that_lost_writes_is_repaired_from_what_this_instance_saw()
     let warm = fresh.peek("warm-up", 100, 60_000).unwrap().used;
     assert_eq!(warm, 1, "the warm-up key counts its one permit");
     println!("REPORT Cluster failover that lost 30 writes: the promoted replica holds {used} after the repair; {:?}", l.stats());
+}
+
+/// An ACL user that may do anything; the harness's own admin connections stay on `default`.
+fn acl_user() -> rl_harness::ServerOptions {
+    rl_harness::ServerOptions::default().args(["--user", "app", "on", ">s3cret", "~*", "&*", "+@all"])
+}
+
+/// Connections on `server` authenticated as `user`, from `CLIENT LIST`.
+fn clients_as(server: &rl_harness::RedisServer, user: &str) -> usize {
+    let list = server.command(&[b"CLIENT", b"LIST"]).unwrap();
+    let list = list.as_str().unwrap_or_default().to_string();
+    list.lines().filter(|l| l.split(' ').any(|f| f == format!("user={user}"))).count()
+}
+
+#[test]
+fn an_acl_user_from_the_url_authenticates_on_every_cluster_node() {
+    let cluster = Cluster::start_with(acl_user()).unwrap();
+    let url = cluster.url().replace("redis+cluster://", "redis+cluster://app:s3cret@");
+    let l = rl_core::blocking::Limiter::open(Some(&url), Options::default()).unwrap();
+    let mut per_node = [0usize; 3];
+    for i in 0..60 {
+        let key = format!("acl-{i}");
+        let d = l.acquire(&key, 10, 60_000, 1).unwrap();
+        assert_eq!((d.mode, d.used), (Mode::Normal, 1), "{key}");
+        per_node[cluster.key_owner(&l.redis_key(&key)).unwrap()] += 1;
+    }
+    assert!(per_node.iter().all(|&c| c > 0), "keys on every master: {per_node:?}");
+    for node in cluster.nodes() {
+        assert!(clients_as(node, "app") >= 1, "no connection as `app` on port {}", node.port());
+    }
+    // The background task's calls (heartbeat, CLUSTER SLOTS, INFO per master) use the same user.
+    wait_until("a heartbeat", Duration::from_secs(3), || l.stats().instances == 1);
+
+    let wrong = cluster.url().replace("redis+cluster://", "redis+cluster://app:wrong@");
+    let started = Instant::now();
+    // With the fallback on (the default): a wrong password is not an outage to decide through.
+    let e = rl_core::blocking::Limiter::open(Some(&wrong), Options::default())
+        .and_then(|l| l.acquire("acl-0", 10, 60_000, 1))
+        .unwrap_err();
+    assert!(started.elapsed() <= Options::default().request_timeout + Duration::from_millis(500), "{:?}", started.elapsed());
+    // A configuration error for the caller, as on a standalone server: not "unavailable", so the
+    // fallback would not hide it.
+    assert_eq!(e.kind(), ErrorKind::Backend, "{e}");
+    assert!(e.to_string().contains("authentication failed"), "names the auth failure: {e}");
+}
+
+#[test]
+fn an_acl_user_from_the_url_authenticates_on_the_sentinels_primary() {
+    let trio = SentinelTrio::start_with(acl_user()).unwrap();
+    let url = trio.url().replace("redis+sentinel://", "redis+sentinel://app:s3cret@");
+    let l = rl_core::blocking::Limiter::open(Some(&url), Options::default()).unwrap();
+    for i in 1..=3 {
+        let d = l.acquire("acl", 10, 60_000, 1).unwrap();
+        assert_eq!((d.mode, d.used), (Mode::Normal, i));
+    }
+    assert!(clients_as(trio.primary(), "app") >= 1, "no connection as `app` on the primary");
+    assert_eq!(trio.primary().command(&[b"EXISTS", &l.redis_key("acl")]).unwrap().as_int(), Some(1));
+
+    let wrong = trio.url().replace("redis+sentinel://", "redis+sentinel://app:wrong@");
+    let e = rl_core::blocking::Limiter::open(Some(&wrong), strict())
+        .and_then(|l| l.acquire("acl", 10, 60_000, 1))
+        .unwrap_err();
+    // A configuration error for the caller, as on a standalone server: not "unavailable", so the
+    // fallback would not hide it.
+    assert_eq!(e.kind(), ErrorKind::Backend, "{e}");
+    assert!(e.to_string().contains("authentication failed"), "names the auth failure: {e}");
 }
