@@ -8,6 +8,7 @@ need_apt=()
 command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || need_apt+=(redis-tools)
 command -v valgrind >/dev/null 2>&1 || need_apt+=(valgrind)
+command -v openssl >/dev/null 2>&1 || need_apt+=(openssl) # the TLS tests' throwaway certificates
 
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "ensure-deps: installing ${need_apt[*]} from Debian's packages"

@@ -5,6 +5,7 @@ pub(crate) mod coalesce;
 pub(crate) mod connection;
 pub(crate) mod memory;
 pub(crate) mod redis;
+pub(crate) mod tls;
 pub(crate) mod topology;
 
 use std::fmt;

@@ -8,10 +8,11 @@
 //! - `redis+cluster://[user:pass@]host:port[,host:port...]`: seed nodes; redis-rs's cluster client
 //!   routes each call to its slot's owner and follows `MOVED`/`ASK` during resharding.
 //!
-//! `rediss+sentinel://` and `rediss+cluster://` use TLS (rustls), as `rediss://` does.
+//! `rediss+sentinel://` and `rediss+cluster://` use TLS (rustls), as `rediss://` does; on any of
+//! them `?tls_ca=`, `tls_cert=`, `tls_key=` name a private CA and a client certificate (`tls.rs`).
 
 use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
-use redis::{ConnectionAddr, TlsMode};
+use redis::{ConnectionAddr, TlsCertificates, TlsMode};
 
 use super::redis::redact;
 use crate::error::{Error, Result};
@@ -43,6 +44,7 @@ pub(crate) struct SentinelSpec {
     password: Option<String>,
     db: i64,
     tls: bool,
+    certs: Option<TlsCertificates>,
 }
 
 impl SentinelSpec {
@@ -59,6 +61,9 @@ impl SentinelSpec {
         }
         if self.tls {
             b = b.set_client_to_redis_tls_mode(TlsMode::Secure).set_client_to_sentinel_tls_mode(TlsMode::Secure);
+        }
+        if let Some(c) = &self.certs {
+            b = b.set_client_to_redis_certificates(c.clone()).set_client_to_sentinel_certificates(c.clone());
         }
         b.build()
     }
@@ -86,6 +91,12 @@ pub(crate) fn parse(url: &str, options: &Options) -> Result<Topology> {
         // rustls needs one process-wide crypto provider; another library may have set one.
         let _ = rustls::crypto::ring::default_provider().install_default();
     }
+    let (url, certs) = super::tls::take(url, tls).map_err(bad)?;
+    let url = url.as_str();
+    let multi = SENTINEL.iter().chain(&CLUSTER).any(|s| url.starts_with(s));
+    if multi && url.contains('?') {
+        return Err(bad("takes no query parameters but tls_ca, tls_cert and tls_key".into()));
+    }
     if let Some(rest) = SENTINEL.iter().find_map(|s| url.strip_prefix(s)) {
         let (creds, hosts, path) = split(rest);
         let (username, password) = credentials(creds);
@@ -96,7 +107,7 @@ pub(crate) fn parse(url: &str, options: &Options) -> Result<Topology> {
             None => 0,
         };
         let sentinels = addresses(hosts, 26379, tls).map_err(bad)?;
-        let spec = SentinelSpec { sentinels, master: decode(master), username, password, db, tls };
+        let spec = SentinelSpec { sentinels, master: decode(master), username, password, db, tls, certs };
         spec.client().map_err(|e| bad(e.to_string()))?;
         return Ok(Topology::Sentinel(spec));
     }
@@ -130,12 +141,19 @@ pub(crate) fn parse(url: &str, options: &Options) -> Result<Topology> {
         if tls {
             b = b.tls(TlsMode::Secure);
         }
+        if let Some(c) = certs {
+            b = b.certs(c);
+        }
         return Ok(Topology::Cluster(b.build().map_err(|e| bad(e.to_string()))?));
     }
     let info = redis::IntoConnectionInfo::into_connection_info(url)
         .map_err(|e| bad(e.to_string()))?
         .set_tcp_settings(nodelay());
-    Ok(Topology::Standalone(redis::Client::open(info).map_err(|e| bad(e.to_string()))?))
+    let client = match certs {
+        Some(c) => redis::Client::build_with_tls(info, c),
+        None => redis::Client::open(info),
+    };
+    Ok(Topology::Standalone(client.map_err(|e| bad(e.to_string()))?))
 }
 
 /// `user:pass@hosts/path` into its three parts.
@@ -160,8 +178,8 @@ fn credentials(creds: Option<&str>) -> (Option<String>, Option<String>) {
     }
 }
 
-/// Percent-decoding for names and credentials (`%40` for `@`, ...).
-fn decode(s: &str) -> String {
+/// Percent-decoding for names, credentials and file paths (`%40` for `@`, ...).
+pub(crate) fn decode(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;

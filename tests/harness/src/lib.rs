@@ -9,6 +9,7 @@ pub mod process;
 pub mod resp;
 mod sentinel;
 mod server;
+mod tls;
 mod topology;
 
 pub use binary::{redis_server_available, redis_server_path, ENV_REDIS_SERVER};
@@ -17,4 +18,5 @@ pub use port::free_port;
 pub use resp::{Connection, RespValue};
 pub use sentinel::{SentinelTrio, MASTER_NAME};
 pub use server::{DetachedServer, RedisServer, ServerOptions};
+pub use tls::TlsFiles;
 pub use topology::{Deployment, Topology, ENV_DIR, ENV_PID, ENV_PORT, ENV_URL};

@@ -1,0 +1,95 @@
+//! TLS against a real redis-server with a TLS listener and throwaway certificates
+//! (`rl_harness::TlsFiles`): a private CA and a client certificate, named in the URL.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use rl_core::blocking::Limiter;
+use rl_core::{ErrorKind, Mode, Options};
+use rl_harness::{free_port, RedisServer, ServerOptions, TlsFiles};
+
+struct TlsServer {
+    server: RedisServer,
+    files: TlsFiles,
+    port: u16,
+}
+
+fn tls_server() -> TlsServer {
+    let files = TlsFiles::generate().unwrap();
+    let port = free_port().unwrap();
+    let server = RedisServer::start_with(ServerOptions::default().args(files.server_args(port))).unwrap();
+    TlsServer { server, files, port }
+}
+
+impl TlsServer {
+    fn url(&self, query: &str) -> String {
+        format!("rediss://127.0.0.1:{}/{query}", self.port)
+    }
+
+    fn full_url(&self) -> String {
+        self.url(&format!(
+            "?tls_ca={}&tls_cert={}&tls_key={}",
+            self.files.ca().display(),
+            self.files.client_cert().display(),
+            self.files.client_key().display()
+        ))
+    }
+
+    /// Connections accepted on the TLS port, from `CLIENT LIST` (over the plain port).
+    fn tls_clients(&self) -> usize {
+        let list = self.server.command(&[b"CLIENT", b"LIST"]).unwrap();
+        let laddr = format!("laddr=127.0.0.1:{}", self.port);
+        list.as_str().unwrap_or_default().lines().filter(|l| l.split(' ').any(|f| f == laddr)).count()
+    }
+}
+
+#[test]
+fn a_private_ca_and_a_client_certificate_from_the_url_decide_over_tls() {
+    let s = tls_server();
+    let l = Limiter::open(Some(&s.full_url()), Options::default()).unwrap();
+    for i in 1..=3 {
+        let d = l.acquire("tls", 3, 60_000, 1).unwrap();
+        assert_eq!((d.allowed, d.used, d.mode), (true, i, Mode::Normal));
+    }
+    assert!(!l.acquire("tls", 3, 60_000, 1).unwrap().allowed, "the limit holds over TLS too");
+    assert!(s.tls_clients() >= 1, "no connection on the TLS port");
+    assert_eq!(s.server.command(&[b"EXISTS", &l.redis_key("tls")]).unwrap().as_int(), Some(1));
+    // The heartbeat and probes share the connection.
+    wait_until("a heartbeat over TLS", Duration::from_secs(3), || l.stats().instances == 1);
+}
+
+#[test]
+fn without_the_ca_or_the_client_certificate_the_handshake_fails_within_the_timeout() {
+    let s = tls_server();
+    let ca = s.files.ca().display().to_string();
+    for (what, url) in [
+        ("public roots only: the server's issuer is unknown", s.url("")),
+        ("no client certificate: the server requires one", s.url(&format!("?tls_ca={ca}"))),
+    ] {
+        let l = Limiter::open(Some(&url), strict()).unwrap();
+        let started = Instant::now();
+        let e = l.acquire("tls", 3, 60_000, 1).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::BackendUnavailable, "{what}: {e}");
+        assert!(started.elapsed() < Options::default().request_timeout + Duration::from_millis(500), "{what}: {:?}", started.elapsed());
+    }
+    assert_eq!(dbsize(&s.server), 0, "nothing was written");
+}
+
+#[test]
+fn bad_tls_parameters_are_refused_when_the_limiter_opens() {
+    let s = tls_server();
+    let plain = format!("redis://127.0.0.1:{}/?tls_ca={}", s.server.port(), s.files.ca().display());
+    for (url, says) in [
+        (s.url("?tls_ca=/nonexistent/ca.pem"), "/nonexistent/ca.pem"),
+        (s.url(&format!("?tls_cert={}", s.files.client_cert().display())), "go together"),
+        (plain, "rediss://"),
+        (format!("rediss+cluster://127.0.0.1:{}?tls_ca=", s.port), "`tls_ca` needs a file path"),
+        (format!("redis+sentinel://127.0.0.1:1/m?db=2"), "no query parameters"),
+    ] {
+        let e = Limiter::open(Some(&url), Options::default()).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{url}: {e}");
+        assert!(e.to_string().contains(says), "{url}: {e}");
+    }
+}
