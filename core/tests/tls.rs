@@ -93,3 +93,47 @@ fn bad_tls_parameters_are_refused_when_the_limiter_opens() {
         assert!(e.to_string().contains(says), "{url}: {e}");
     }
 }
+
+#[test]
+fn a_tls_cluster_decides_on_every_master_with_the_urls_certificates() {
+    let files = TlsFiles::generate().unwrap();
+    let cluster = rl_harness::Cluster::start_tls(&files).unwrap();
+    let url = format!(
+        "{}?tls_ca={}&tls_cert={}&tls_key={}",
+        cluster.url(),
+        files.ca().display(),
+        files.client_cert().display(),
+        files.client_key().display()
+    );
+    assert!(url.starts_with("rediss+cluster://"), "{url}");
+    let l = Limiter::open(Some(&url), Options::default()).unwrap();
+    let mut per_node = [0usize; 3];
+    for i in 0..60 {
+        let key = format!("tls-{i}");
+        let d = l.acquire(&key, 10, 60_000, 1).unwrap();
+        assert_eq!((d.mode, d.used), (Mode::Normal, 1), "{key}");
+        let owner = cluster.key_owner(&l.redis_key(&key)).unwrap();
+        assert_eq!(cluster.nodes()[owner].command(&[b"EXISTS", &l.redis_key(&key)]).unwrap().as_int(), Some(1));
+        per_node[owner] += 1;
+    }
+    assert!(per_node.iter().all(|&c| c > 0), "keys on every master: {per_node:?}");
+    for (i, node) in cluster.nodes().iter().enumerate() {
+        let laddr = format!("laddr=127.0.0.1:{}", cluster.tls_port(i).unwrap());
+        let list = node.command(&[b"CLIENT", b"LIST"]).unwrap();
+        let on_tls = list.as_str().unwrap_or_default().lines().filter(|l| l.split(' ').any(|f| f == laddr)).count();
+        assert!(on_tls >= 1, "no client connection on node {i}'s TLS port");
+    }
+    // The background task works over TLS: the heartbeat, then the primaries check, which asks
+    // every master for its run id by address, so INFO is the last command on each node's TLS
+    // connection for a while (the harness itself only uses the plain ports).
+    wait_until("a heartbeat over TLS", Duration::from_secs(3), || l.stats().instances == 1);
+    wait_until("INFO asked of every master over TLS", Duration::from_secs(5), || {
+        cluster.nodes().iter().enumerate().all(|(i, node)| {
+            let laddr = format!("laddr=127.0.0.1:{}", cluster.tls_port(i).unwrap());
+            let list = node.command(&[b"CLIENT", b"LIST"]).unwrap();
+            let list = list.as_str().unwrap_or_default().to_string();
+            list.lines().any(|l| l.split(' ').any(|f| f == laddr) && l.split(' ').any(|f| f == "cmd=info"))
+        })
+    });
+    assert_eq!(l.stats().redis_errors, 0, "{:?}", l.stats());
+}

@@ -10,6 +10,8 @@ use std::time::Duration;
 use crate::poll::{expect_ok, info_field, poll};
 use crate::resp::RespValue;
 use crate::server::{RedisServer, ServerOptions};
+use crate::tls::TlsFiles;
+use crate::free_port;
 
 pub const SLOT_COUNT: u16 = 16384;
 
@@ -32,6 +34,8 @@ const MIGRATE_BATCH: usize = 100;
 #[derive(Debug)]
 pub struct Cluster {
     nodes: Vec<RedisServer>,
+    /// Each node's TLS port, for a cluster started with `start_tls`.
+    tls_ports: Vec<u16>,
 }
 
 impl Cluster {
@@ -40,19 +44,26 @@ impl Cluster {
     }
 
     pub fn start_with(options: ServerOptions) -> io::Result<Self> {
-        Self::launch(options, false)
+        Self::launch(options, false, None)
     }
 
     /// Six nodes: the three masters each with one replica, so that killing a
     /// master is a real Cluster failover (see `wait_for_failover`).
     pub fn start_with_replicas(options: ServerOptions) -> io::Result<Self> {
-        Self::launch(options, true)
+        Self::launch(options, true, None)
+    }
+
+    /// Three masters that talk TLS to clients and to each other (`tls-cluster
+    /// yes`), requiring client certificates from `files`' CA. The harness
+    /// still uses the plain ports; `url()` names the TLS ones.
+    pub fn start_tls(files: &TlsFiles) -> io::Result<Self> {
+        Self::launch(ServerOptions::default(), false, Some(files))
     }
 
     /// Wired without redis-cli (which a host may lack even with redis-server):
     /// each master takes its slots, node 0 introduces the others, then each
     /// replica is introduced and told whom to replicate.
-    fn launch(options: ServerOptions, replicas: bool) -> io::Result<Self> {
+    fn launch(options: ServerOptions, replicas: bool, tls: Option<&TlsFiles>) -> io::Result<Self> {
         options.reject_password("cluster")?;
         let node_timeout = if replicas { FAILOVER_NODE_TIMEOUT_MS } else { NODE_TIMEOUT_MS };
         // nodes.conf is relative to --dir, which redis-server chdirs into, so
@@ -65,11 +76,20 @@ impl Cluster {
             "--cluster-node-timeout",
             node_timeout,
         ]);
-        let mut cluster = Cluster { nodes: Vec::new() };
+        let mut cluster = Cluster { nodes: Vec::new(), tls_ports: Vec::new() };
         for _ in 0..if replicas { 2 * MASTERS } else { MASTERS } {
-            cluster
-                .nodes
-                .push(RedisServer::start_with(node_options.clone())?);
+            let node = match tls {
+                None => RedisServer::start_with(node_options.clone())?,
+                Some(files) => {
+                    // The TLS cluster bus listens on the TLS port + 10000.
+                    let port = free_port()?;
+                    let mut args = files.server_args(port);
+                    args.extend(["--tls-cluster", "yes", "--tls-replication", "yes"].map(String::from));
+                    cluster.tls_ports.push(port);
+                    RedisServer::start_with(node_options.clone().args(args))?
+                }
+            };
+            cluster.nodes.push(node);
         }
         for (epoch, (node, (first, last))) in cluster.nodes.iter().zip(SLOT_RANGES).enumerate() {
             let (first, last) = (first.to_string(), last.to_string());
@@ -87,8 +107,9 @@ impl Cluster {
             let epoch = (epoch + 1).to_string();
             expect_ok(node, &[b"CLUSTER", b"SET-CONFIG-EPOCH", epoch.as_bytes()])?;
         }
-        for node in &cluster.nodes[1..] {
-            let port = node.port().to_string();
+        for (i, node) in cluster.nodes.iter().enumerate().skip(1) {
+            // The bus port is the client port + 10000, and with TLS that is the TLS port.
+            let port = cluster.tls_ports.get(i).copied().unwrap_or(node.port()).to_string();
             expect_ok(
                 &cluster.nodes[0],
                 &[b"CLUSTER", b"MEET", b"127.0.0.1", port.as_bytes()],
@@ -163,14 +184,24 @@ impl Cluster {
         })
     }
 
-    /// Every node is a seed, as a client would be configured.
+    /// Every node is a seed, as a client would be configured: on the TLS
+    /// ports with `rediss+cluster://` for a TLS cluster.
     pub fn url(&self) -> String {
+        if !self.tls_ports.is_empty() {
+            let hosts: Vec<String> = self.tls_ports.iter().map(|port| format!("127.0.0.1:{port}")).collect();
+            return format!("rediss+cluster://{}", hosts.join(","));
+        }
         let hosts: Vec<String> = self
             .nodes
             .iter()
             .map(|node| format!("127.0.0.1:{}", node.port()))
             .collect();
         format!("redis+cluster://{}", hosts.join(","))
+    }
+
+    /// Node `index`'s TLS port, for a cluster started with `start_tls`.
+    pub fn tls_port(&self, index: usize) -> Option<u16> {
+        self.tls_ports.get(index).copied()
     }
 
     pub fn nodes(&self) -> &[RedisServer] {

@@ -23,7 +23,9 @@ impl TlsFiles {
         let files = TlsFiles { dir };
         let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
         files.openssl(&[&["req", "-x509"][..], &ec, &["-keyout", "ca.key", "-out", "ca.crt", "-days", "2", "-subj", "/CN=rl test CA"]].concat())?;
-        for (name, cn, usage) in [("server", "127.0.0.1", "serverAuth"), ("client", "rl test client", "clientAuth")] {
+        // The server certificate is also a client one: Cluster nodes present it to each other on
+        // the TLS cluster bus.
+        for (name, cn, usage) in [("server", "127.0.0.1", "serverAuth,clientAuth"), ("client", "rl test client", "clientAuth")] {
             let ext = format!("{name}.ext");
             fs::write(
                 files.dir.join(&ext),
