@@ -137,3 +137,37 @@ fn a_tls_cluster_decides_on_every_master_with_the_urls_certificates() {
     });
     assert_eq!(l.stats().redis_errors, 0, "{:?}", l.stats());
 }
+
+#[test]
+fn a_tls_sentinel_trio_leads_to_the_primary_with_the_urls_certificates() {
+    let files = TlsFiles::generate().unwrap();
+    let trio = rl_harness::SentinelTrio::start_tls(&files).unwrap();
+    let url = format!(
+        "{}?tls_ca={}&tls_cert={}&tls_key={}",
+        trio.url(),
+        files.ca().display(),
+        files.client_cert().display(),
+        files.client_key().display()
+    );
+    assert!(url.starts_with("rediss+sentinel://"), "{url}");
+    let l = Limiter::open(Some(&url), Options::default()).unwrap();
+    for i in 1..=3 {
+        let d = l.acquire("tls", 10, 60_000, 1).unwrap();
+        assert_eq!((d.mode, d.used), (Mode::Normal, i));
+    }
+    assert_eq!(trio.primary().command(&[b"EXISTS", &l.redis_key("tls")]).unwrap().as_int(), Some(1));
+    // The Sentinels were asked over TLS, and named the primary's TLS port, which the limiter used.
+    let laddr = format!("laddr=127.0.0.1:{}", trio.tls_port(0).unwrap());
+    let list = trio.primary().command(&[b"CLIENT", b"LIST"]).unwrap();
+    let list = list.as_str().unwrap_or_default().to_string();
+    // Sentinels (named `sentinel-...`) and the replica (`cmd=replconf`) connect there too; the
+    // limiter's connection last sent a decision or heartbeat (EVALSHA) or its primary check (INFO).
+    let ours = |l: &str| {
+        let fields: Vec<&str> = l.split(' ').collect();
+        fields.contains(&laddr.as_str())
+            && !fields.iter().any(|f| f.starts_with("name=sentinel-"))
+            && (fields.contains(&"cmd=evalsha") || fields.contains(&"cmd=info"))
+    };
+    assert!(list.lines().any(ours), "no decision arrived on the primary's TLS port:\n{list}");
+    wait_until("a heartbeat over TLS", Duration::from_secs(3), || l.stats().instances == 1);
+}

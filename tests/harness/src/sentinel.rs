@@ -10,6 +10,8 @@ use std::time::Duration;
 use crate::poll::{info_field, poll};
 use crate::resp::RespValue;
 use crate::server::{RedisServer, ServerOptions};
+use crate::tls::TlsFiles;
+use crate::free_port;
 
 /// The name the Sentinels monitor the primary under, as in the URL's path.
 pub const MASTER_NAME: &str = "rlmaster";
@@ -27,6 +29,8 @@ pub struct SentinelTrio {
     /// Primary, replica, then the Sentinels, in one Vec so a `Deployment` can
     /// lend them all out as a slice.
     servers: Vec<RedisServer>,
+    /// Each server's TLS port (same order), for a trio started with `start_tls`.
+    tls_ports: Vec<u16>,
 }
 
 impl SentinelTrio {
@@ -37,38 +41,78 @@ impl SentinelTrio {
     /// `options` apply to the primary and replica; Sentinels only get its
     /// process settings (`die_with_parent`, `new_session`).
     pub fn start_with(options: ServerOptions) -> io::Result<Self> {
+        Self::launch(options, None)
+    }
+
+    /// Everything over TLS with `files`' certificates: clients, replication,
+    /// Sentinels to data nodes and to each other, so the Sentinels name TLS
+    /// ports. The harness still uses the plain ports; `url()` names the
+    /// Sentinels' TLS ones.
+    pub fn start_tls(files: &TlsFiles) -> io::Result<Self> {
+        Self::launch(ServerOptions::default(), Some(files))
+    }
+
+    fn launch(options: ServerOptions, tls: Option<&TlsFiles>) -> io::Result<Self> {
         options.reject_password("sentinel")?;
+        let mut tls_ports = Vec::new();
+        // A TLS port and the flags for it, or nothing.
+        let tls_args = |ports: &mut Vec<u16>| -> io::Result<Vec<String>> {
+            let Some(files) = tls else { return Ok(Vec::new()) };
+            let port = free_port()?;
+            ports.push(port);
+            let mut args = files.server_args(port);
+            args.extend(["--tls-replication", "yes"].map(String::from));
+            Ok(args)
+        };
         // Redis waits 5 s by default for more replicas before a full sync;
         // the replica gets it too because a failover makes it a primary.
         let data = options.with_leading_args(["--repl-diskless-sync-delay", "0"]);
+        let primary = data.clone().args(tls_args(&mut tls_ports)?);
         let mut trio = SentinelTrio {
-            servers: vec![RedisServer::start_with(data.clone())?],
+            servers: vec![RedisServer::start_with(primary)?],
+            tls_ports: Vec::new(),
         };
-        let primary_port = trio.primary().port().to_string();
-        let replica = data.with_leading_args(["--replicaof", "127.0.0.1", &primary_port]);
+        let primary_port = tls_ports.first().copied().unwrap_or(trio.primary().port());
+        let primary_port_arg = primary_port.to_string();
+        let replica = data
+            .with_leading_args(["--replicaof", "127.0.0.1", &primary_port_arg])
+            .args(tls_args(&mut tls_ports)?);
         trio.servers.push(RedisServer::start_with(replica)?);
         // Before any Sentinel starts: a Sentinel learns about replicas from the
         // primary's INFO, which it asks for on connect and then only every 10 s.
         poll(START_TIMEOUT, "replica sync", || trio.replica_link_up())?;
-        let config = sentinel_config(trio.primary().port());
         for _ in SENTINELS {
-            let sentinel = RedisServer::start_sentinel(options.process_only(), config.clone())?;
+            // The Sentinel's own TLS listener and TLS connections, in its config file.
+            let mut config = sentinel_config(primary_port);
+            for pair in tls_args(&mut tls_ports)?.chunks(2) {
+                config.push_str(&format!("{} {}\n", pair[0].trim_start_matches("--"), pair[1]));
+            }
+            let sentinel = RedisServer::start_sentinel(options.process_only(), config)?;
             trio.servers.push(sentinel);
         }
+        trio.tls_ports = tls_ports;
         poll(START_TIMEOUT, "Sentinel discovery", || {
             trio.sentinels().iter().try_for_each(watches_whole_trio)
         })?;
         Ok(trio)
     }
 
-    /// What clients are given: every Sentinel, so they survive any one of them.
+    /// What clients are given: every Sentinel, so they survive any one of
+    /// them; their TLS ports with `rediss+sentinel://` for a TLS trio.
     pub fn url(&self) -> String {
-        let hosts: Vec<String> = self
-            .sentinel_ports()
-            .iter()
-            .map(|port| format!("127.0.0.1:{port}"))
-            .collect();
-        format!("redis+sentinel://{}/{MASTER_NAME}", hosts.join(","))
+        let ports = match self.tls_ports.get(SENTINELS) {
+            Some(tls) => tls.to_vec(),
+            None => self.sentinel_ports(),
+        };
+        let hosts: Vec<String> = ports.iter().map(|port| format!("127.0.0.1:{port}")).collect();
+        let scheme = if self.tls_ports.is_empty() { "redis" } else { "rediss" };
+        format!("{scheme}+sentinel://{}/{MASTER_NAME}", hosts.join(","))
+    }
+
+    /// The TLS port of server `index` (primary 0, replica 1, Sentinels 2–4),
+    /// for a trio started with `start_tls`.
+    pub fn tls_port(&self, index: usize) -> Option<u16> {
+        self.tls_ports.get(index).copied()
     }
 
     /// The server started as primary; after a failover it is the old one
