@@ -5,16 +5,18 @@
 //!
 //! A server is known by its run id (`INFO server`), which is new with every process. Standalone
 //! and Sentinel have one primary for every slot; on Cluster each slot range has its own (from
-//! `CLUSTER SLOTS`), so a failover of one shard repairs only the keys in its slots. A slot that
-//! migrates to another existing primary is no change: `MIGRATE` moves keys whole.
+//! `CLUSTER SLOTS`), so a failover of one shard repairs only the keys in its slots.
+//!
+//! "New" means: not holding any slot at the last look. So a replica promoted over its master is
+//! new, and so is a former primary that comes back after a failover (it was a replica meanwhile,
+//! and the promotion may again have lost writes), while a slot that migrates to another current
+//! primary is no change (`MIGRATE` moves keys whole). A master missing from one look (it did not
+//! answer) keeps its slots until a look shows someone else holding them.
 
 use std::collections::HashSet;
 
 /// Redis Cluster's hash slots; a single server holds all of them.
 pub(crate) const SLOTS: u16 = 16384;
-
-/// Seen run ids kept at most; beyond it the set restarts from the current primaries.
-const MAX_SEEN: usize = 4096;
 
 /// Slots `first..=last` are served by the server with `run_id`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -34,10 +36,11 @@ impl Primary {
     }
 }
 
-/// Run ids ever seen as primary, and the slot ranges whose new primary still needs a repair.
+/// Who held which slots at the last look, and the slot ranges whose new primary still needs a
+/// repair.
 #[derive(Default)]
 pub(crate) struct Primaries {
-    seen: HashSet<String>,
+    holders: Vec<Primary>,
     pending: Vec<Primary>,
 }
 
@@ -46,10 +49,11 @@ impl Primaries {
     /// which has nothing to compare with). A map may be partial (a node that did not answer is
     /// left out); what it shows is still compared.
     pub(crate) fn observe(&mut self, now: &[Primary]) -> usize {
-        let first_look = self.seen.is_empty();
+        let first_look = self.holders.is_empty();
+        let holding: HashSet<&str> = self.holders.iter().map(|p| p.run_id.as_str()).collect();
         let mut new: Vec<&str> = Vec::new();
         for p in now {
-            if !self.seen.contains(&p.run_id) {
+            if !holding.contains(p.run_id.as_str()) {
                 if !first_look {
                     // Newest first, so a slot that changed twice repairs under its latest primary.
                     self.pending.insert(0, p.clone());
@@ -60,10 +64,12 @@ impl Primaries {
             }
         }
         let count = if first_look { 0 } else { new.len() };
-        if self.seen.len() + new.len() > MAX_SEEN {
-            self.seen.clear();
+        // The slots this look did not show stay with their last known holder.
+        let mut holders = now.to_vec();
+        for old in &self.holders {
+            holders.extend(uncovered(old, now));
         }
-        self.seen.extend(now.iter().map(|p| p.run_id.clone()));
+        self.holders = holders;
         count
     }
 
@@ -80,6 +86,30 @@ impl Primaries {
     pub(crate) fn repaired(&mut self, done: &[Primary]) {
         self.pending.retain(|p| !done.contains(p));
     }
+}
+
+/// The parts of `range` that no range in `cover` overlaps.
+fn uncovered(range: &Primary, cover: &[Primary]) -> Vec<Primary> {
+    let mut pieces = vec![(range.first, range.last)];
+    for c in cover {
+        pieces = pieces
+            .into_iter()
+            .flat_map(|(first, last)| {
+                if c.last < first || c.first > last {
+                    return vec![(first, last)];
+                }
+                let mut left = Vec::new();
+                if c.first > first {
+                    left.push((first, c.first - 1));
+                }
+                if c.last < last {
+                    left.push((c.last + 1, last));
+                }
+                left
+            })
+            .collect();
+    }
+    pieces.into_iter().map(|(first, last)| Primary { first, last, run_id: range.run_id.clone() }).collect()
 }
 
 /// The epoch (the new primary's run id) to repair `slot` under, if its primary changed, in a
@@ -113,8 +143,10 @@ mod tests {
         let done = m.pending();
         m.repaired(&done);
         assert_eq!(m.epoch(0), None);
-        // Going back to an old run id is not a new primary (run ids are per process anyway).
-        assert_eq!(m.observe(&[Primary::everything("a".into())]), 0);
+        assert_eq!(m.observe(&[Primary::everything("b".into())]), 0, "the same primary again");
+        // A failback: "a" was a replica meanwhile, and its promotion may have lost writes too.
+        assert_eq!(m.observe(&[Primary::everything("a".into())]), 1);
+        assert_eq!(m.epoch(0), Some("a"));
     }
 
     #[test]
@@ -126,6 +158,31 @@ mod tests {
         // Its replica "r" took over.
         assert_eq!(m.observe(&[p(0, 5460, "a"), p(5461, 10922, "r"), p(10923, 16383, "c")]), 1);
         assert_eq!((m.epoch(0), m.epoch(5461), m.epoch(10922), m.epoch(10923)), (None, Some("r"), Some("r"), None));
+    }
+
+    #[test]
+    fn a_master_missing_from_a_look_keeps_its_slots() {
+        let mut m = Primaries::default();
+        m.observe(&[p(0, 8191, "a"), p(8192, 16383, "b")]);
+        assert_eq!(m.observe(&[p(0, 8191, "a")]), 0, "b did not answer");
+        assert_eq!(m.observe(&[p(0, 8191, "a")]), 0);
+        assert_eq!(m.observe(&[p(0, 8191, "a"), p(8192, 16383, "b")]), 0, "b answers again: no change");
+        assert_eq!(m.epoch(9000), None);
+        // "b"'s slots go to its replica, and later back to "b" (which was a replica meanwhile).
+        assert_eq!(m.observe(&[p(0, 8191, "a"), p(8192, 16383, "r")]), 1);
+        assert_eq!(m.observe(&[p(0, 8191, "a"), p(8192, 16383, "b")]), 1);
+        assert_eq!(m.epoch(9000), Some("b"));
+    }
+
+    #[test]
+    fn uncovered_parts_are_exact() {
+        let r = p(10, 20, "x");
+        let ranges = |v: Vec<Primary>| v.into_iter().map(|p| (p.first, p.last)).collect::<Vec<_>>();
+        assert_eq!(ranges(uncovered(&r, &[])), vec![(10, 20)]);
+        assert_eq!(ranges(uncovered(&r, &[p(0, 9, "y"), p(21, 30, "y")])), vec![(10, 20)]);
+        assert_eq!(ranges(uncovered(&r, &[p(12, 14, "y")])), vec![(10, 11), (15, 20)]);
+        assert_eq!(ranges(uncovered(&r, &[p(0, 10, "y"), p(20, 40, "y")])), vec![(11, 19)]);
+        assert_eq!(ranges(uncovered(&r, &[p(5, 25, "y")])), vec![]);
     }
 
     #[test]
