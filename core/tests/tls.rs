@@ -23,25 +23,33 @@ fn tls_server() -> TlsServer {
     TlsServer { server, files, port }
 }
 
+/// `url` with the CA and the client certificate of `files`.
+fn with_certs(url: &str, files: &TlsFiles) -> String {
+    format!(
+        "{url}?tls_ca={}&tls_cert={}&tls_key={}",
+        files.ca().display(),
+        files.client_cert().display(),
+        files.client_key().display()
+    )
+}
+
+/// Connections on `server` accepted on `port` (a TLS port; the harness talks on the plain one).
+fn clients_on(server: &RedisServer, port: u16) -> Vec<Vec<String>> {
+    let laddr = format!("laddr=127.0.0.1:{port}");
+    client_list(server).into_iter().filter(|c| c.contains(&laddr)).collect()
+}
+
 impl TlsServer {
     fn url(&self, query: &str) -> String {
         format!("rediss://127.0.0.1:{}/{query}", self.port)
     }
 
     fn full_url(&self) -> String {
-        self.url(&format!(
-            "?tls_ca={}&tls_cert={}&tls_key={}",
-            self.files.ca().display(),
-            self.files.client_cert().display(),
-            self.files.client_key().display()
-        ))
+        with_certs(&self.url(""), &self.files)
     }
 
-    /// Connections accepted on the TLS port, from `CLIENT LIST` (over the plain port).
     fn tls_clients(&self) -> usize {
-        let list = self.server.command(&[b"CLIENT", b"LIST"]).unwrap();
-        let laddr = format!("laddr=127.0.0.1:{}", self.port);
-        list.as_str().unwrap_or_default().lines().filter(|l| l.split(' ').any(|f| f == laddr)).count()
+        clients_on(&self.server, self.port).len()
     }
 }
 
@@ -98,13 +106,7 @@ fn bad_tls_parameters_are_refused_when_the_limiter_opens() {
 fn a_tls_cluster_decides_on_every_master_with_the_urls_certificates() {
     let files = TlsFiles::generate().unwrap();
     let cluster = rl_harness::Cluster::start_tls(&files).unwrap();
-    let url = format!(
-        "{}?tls_ca={}&tls_cert={}&tls_key={}",
-        cluster.url(),
-        files.ca().display(),
-        files.client_cert().display(),
-        files.client_key().display()
-    );
+    let url = with_certs(&cluster.url(), &files);
     assert!(url.starts_with("rediss+cluster://"), "{url}");
     let l = Limiter::open(Some(&url), Options::default()).unwrap();
     let mut per_node = [0usize; 3];
@@ -118,10 +120,7 @@ fn a_tls_cluster_decides_on_every_master_with_the_urls_certificates() {
     }
     assert!(per_node.iter().all(|&c| c > 0), "keys on every master: {per_node:?}");
     for (i, node) in cluster.nodes().iter().enumerate() {
-        let laddr = format!("laddr=127.0.0.1:{}", cluster.tls_port(i).unwrap());
-        let list = node.command(&[b"CLIENT", b"LIST"]).unwrap();
-        let on_tls = list.as_str().unwrap_or_default().lines().filter(|l| l.split(' ').any(|f| f == laddr)).count();
-        assert!(on_tls >= 1, "no client connection on node {i}'s TLS port");
+        assert!(!clients_on(node, cluster.tls_port(i).unwrap()).is_empty(), "no client connection on node {i}'s TLS port");
     }
     // The background task works over TLS: the heartbeat, then the primaries check, which asks
     // every master for its run id by address, so INFO is the last command on each node's TLS
@@ -129,10 +128,7 @@ fn a_tls_cluster_decides_on_every_master_with_the_urls_certificates() {
     wait_until("a heartbeat over TLS", Duration::from_secs(3), || l.stats().instances == 1);
     wait_until("INFO asked of every master over TLS", Duration::from_secs(5), || {
         cluster.nodes().iter().enumerate().all(|(i, node)| {
-            let laddr = format!("laddr=127.0.0.1:{}", cluster.tls_port(i).unwrap());
-            let list = node.command(&[b"CLIENT", b"LIST"]).unwrap();
-            let list = list.as_str().unwrap_or_default().to_string();
-            list.lines().any(|l| l.split(' ').any(|f| f == laddr) && l.split(' ').any(|f| f == "cmd=info"))
+            clients_on(node, cluster.tls_port(i).unwrap()).iter().any(|c| c.iter().any(|f| f == "cmd=info"))
         })
     });
     assert_eq!(l.stats().redis_errors, 0, "{:?}", l.stats());
@@ -142,13 +138,7 @@ fn a_tls_cluster_decides_on_every_master_with_the_urls_certificates() {
 fn a_tls_sentinel_trio_leads_to_the_primary_with_the_urls_certificates() {
     let files = TlsFiles::generate().unwrap();
     let trio = rl_harness::SentinelTrio::start_tls(&files).unwrap();
-    let url = format!(
-        "{}?tls_ca={}&tls_cert={}&tls_key={}",
-        trio.url(),
-        files.ca().display(),
-        files.client_cert().display(),
-        files.client_key().display()
-    );
+    let url = with_certs(&trio.url(), &files);
     assert!(url.starts_with("rediss+sentinel://"), "{url}");
     let l = Limiter::open(Some(&url), Options::default()).unwrap();
     for i in 1..=3 {
@@ -157,17 +147,12 @@ fn a_tls_sentinel_trio_leads_to_the_primary_with_the_urls_certificates() {
     }
     assert_eq!(trio.primary().command(&[b"EXISTS", &l.redis_key("tls")]).unwrap().as_int(), Some(1));
     // The Sentinels were asked over TLS, and named the primary's TLS port, which the limiter used.
-    let laddr = format!("laddr=127.0.0.1:{}", trio.tls_port(0).unwrap());
-    let list = trio.primary().command(&[b"CLIENT", b"LIST"]).unwrap();
-    let list = list.as_str().unwrap_or_default().to_string();
+    let on_tls = clients_on(trio.primary(), trio.tls_port(0).unwrap());
     // Sentinels (named `sentinel-...`) and the replica (`cmd=replconf`) connect there too; the
     // limiter's connection last sent a decision or heartbeat (EVALSHA) or its primary check (INFO).
-    let ours = |l: &str| {
-        let fields: Vec<&str> = l.split(' ').collect();
-        fields.contains(&laddr.as_str())
-            && !fields.iter().any(|f| f.starts_with("name=sentinel-"))
-            && (fields.contains(&"cmd=evalsha") || fields.contains(&"cmd=info"))
+    let ours = |c: &Vec<String>| {
+        !c.iter().any(|f| f.starts_with("name=sentinel-")) && c.iter().any(|f| f == "cmd=evalsha" || f == "cmd=info")
     };
-    assert!(list.lines().any(ours), "no decision arrived on the primary's TLS port:\n{list}");
+    assert!(on_tls.iter().any(ours), "no decision arrived on the primary's TLS port: {on_tls:?}");
     wait_until("a heartbeat over TLS", Duration::from_secs(3), || l.stats().instances == 1);
 }

@@ -39,6 +39,40 @@ fn sentinel_failover_under_load_follows_the_new_primary_within_the_bound() {
         (load.join().unwrap(), killed, promoted)
     });
 
+    let run = check_failover_run(&limiters, &records, killed, promoted, limit, window);
+    let key = limiters[0].redis_key("failover");
+    assert_eq!(trio.replica().command(&[b"EXISTS", &key]).unwrap().as_int(), Some(1), "the window lives on the promoted replica");
+    println!(
+        "REPORT Sentinel failover (SIGKILL primary), 4 instances x 250/s, limit {limit}/{window} ms: fell back {} ms after the kill; \
+         Sentinel promoted the replica {} ms after the kill; back to normal on it {} ms after the promotion; slowest call {} ms; \
+         decisions {}; max admitted in any window {} (limit {limit}, overshoot {:.1}%, bound {}); permits repaired {}",
+        run.fell_back_ms,
+        run.promoted_ms,
+        run.back_ms,
+        run.slowest_ms,
+        per_mode(&records),
+        run.max,
+        run.overshoot_pct(limit),
+        run.bound,
+        run.repaired,
+    );
+}
+
+/// What a failover-under-load run showed, after the checks every such run must pass: every call
+/// answered within its deadline, the limiter went local and came back to `normal` after the
+/// promotion, its last 200 decisions came from Redis, each instance saw exactly one new primary,
+/// and no window admitted more than limit x (1 + 1/instances).
+struct FailoverRun {
+    fell_back_ms: u128,
+    promoted_ms: u128,
+    back_ms: u128,
+    slowest_ms: u128,
+    max: u64,
+    bound: u64,
+    repaired: u64,
+}
+
+fn check_failover_run(limiters: &[Limiter], records: &[Record], killed: Instant, promoted: Instant, limit: u64, window: u64) -> FailoverRun {
     assert!(records.iter().all(|r| r.result.is_ok()), "a call failed: {:?}", records.iter().find(|r| r.result.is_err()));
     let timeout = Options::default().request_timeout;
     let slowest = records.iter().map(|r| r.latency).max().unwrap();
@@ -52,30 +86,30 @@ fn sentinel_failover_under_load_follows_the_new_primary_within_the_bound() {
         .expect("never returned to normal on the new primary");
     let tail: Vec<_> = records.iter().rev().take(200).collect();
     assert!(tail.iter().all(|r| r.mode() == Some(Mode::Normal)), "the last decisions were not all made by the new primary");
-    for l in &limiters {
+    for l in limiters {
         let s = l.stats();
         assert_eq!(s.mode, Mode::Normal, "{s:?}");
         assert_eq!(s.failovers, 1, "each instance saw one new primary: {s:?}");
     }
-    let key = limiters[0].redis_key("failover");
-    assert_eq!(trio.replica().command(&[b"EXISTS", &key]).unwrap().as_int(), Some(1), "the window lives on the promoted replica");
-
     let admitted: Vec<_> = records.iter().filter_map(|r| r.admitted()).collect();
     let max = max_in_any_window(&admitted, window);
-    let bound = limit + limit / n as u64;
+    let bound = limit + limit / limiters.len() as u64;
     assert!(max <= bound, "{max} admitted in one window; bound limit x (1 + 1/instances) = {bound}");
-    let repaired: u64 = limiters.iter().map(|l| l.stats().repaired_permits).sum();
-    println!(
-        "REPORT Sentinel failover (SIGKILL primary), 4 instances x 250/s, limit {limit}/{window} ms: fell back {} ms after the kill; \
-         Sentinel promoted the replica {} ms after the kill; back to normal on it {} ms after the promotion; slowest call {} ms; \
-         decisions {}; max admitted in any window {max} (limit {limit}, overshoot {:.1}%, bound {bound}); permits repaired {repaired}",
-        first_local.saturating_duration_since(killed).as_millis(),
-        (promoted - killed).as_millis(),
-        (back - promoted).as_millis(),
-        slowest.as_millis(),
-        per_mode(&records),
-        (max.saturating_sub(limit)) as f64 * 100.0 / limit as f64,
-    );
+    FailoverRun {
+        fell_back_ms: first_local.saturating_duration_since(killed).as_millis(),
+        promoted_ms: (promoted - killed).as_millis(),
+        back_ms: (back - promoted).as_millis(),
+        slowest_ms: slowest.as_millis(),
+        max,
+        bound,
+        repaired: limiters.iter().map(|l| l.stats().repaired_permits).sum(),
+    }
+}
+
+impl FailoverRun {
+    fn overshoot_pct(&self, limit: u64) -> f64 {
+        self.max.saturating_sub(limit) as f64 * 100.0 / limit as f64
+    }
 }
 
 #[test]
@@ -169,42 +203,22 @@ fn cluster_failover_under_load_follows_the_promoted_replica_within_the_bound() {
         (load.join().unwrap(), killed, promoted)
     });
 
-    assert!(records.iter().all(|r| r.result.is_ok()), "a call failed: {:?}", records.iter().find(|r| r.result.is_err()));
-    let timeout = Options::default().request_timeout;
-    let slowest = records.iter().map(|r| r.latency).max().unwrap();
-    assert!(slowest <= timeout, "a call waited {slowest:?}");
-    let first_local = records.iter().filter(|r| r.mode() == Some(Mode::Local)).map(|r| r.done()).min().expect("never went local");
-    let back = records
-        .iter()
-        .filter(|r| r.started > promoted && r.mode() == Some(Mode::Normal))
-        .map(|r| r.started)
-        .min()
-        .expect("never returned to normal on the promoted replica");
-    let tail: Vec<_> = records.iter().rev().take(200).collect();
-    assert!(tail.iter().all(|r| r.mode() == Some(Mode::Normal)), "the last decisions were not all made by Redis");
-    for l in &limiters {
-        let s = l.stats();
-        assert_eq!(s.mode, Mode::Normal, "{s:?}");
-        assert_eq!(s.failovers, 1, "each instance saw one new primary: {s:?}");
-    }
+    let run = check_failover_run(&limiters, &records, killed, promoted, limit, window);
     assert_eq!(cluster.nodes()[replica].command(&[b"EXISTS", &key]).unwrap().as_int(), Some(1), "the window lives on the promoted replica");
-
-    let admitted: Vec<_> = records.iter().filter_map(|r| r.admitted()).collect();
-    let max = max_in_any_window(&admitted, window);
-    let bound = limit + limit / n as u64;
-    assert!(max <= bound, "{max} admitted in one window; bound limit x (1 + 1/instances) = {bound}");
-    let repaired: u64 = limiters.iter().map(|l| l.stats().repaired_permits).sum();
     println!(
         "REPORT Cluster failover (SIGKILL the key's master; 3 masters + 3 replicas, node timeout 1 s), 4 instances x 250/s, \
          limit {limit}/{window} ms: fell back {} ms after the kill; the replica took over {} ms after the kill; back to normal \
-         on it {} ms after that; slowest call {} ms; decisions {}; max admitted in any window {max} (limit {limit}, overshoot \
-         {:.1}%, bound {bound}); permits repaired {repaired}",
-        first_local.saturating_duration_since(killed).as_millis(),
-        (promoted - killed).as_millis(),
-        (back - promoted).as_millis(),
-        slowest.as_millis(),
+         on it {} ms after that; slowest call {} ms; decisions {}; max admitted in any window {} (limit {limit}, overshoot \
+         {:.1}%, bound {}); permits repaired {}",
+        run.fell_back_ms,
+        run.promoted_ms,
+        run.back_ms,
+        run.slowest_ms,
         per_mode(&records),
-        (max.saturating_sub(limit)) as f64 * 100.0 / limit as f64,
+        run.max,
+        run.overshoot_pct(limit),
+        run.bound,
+        run.repaired,
     );
 }
 
@@ -258,9 +272,8 @@ fn acl_user() -> rl_harness::ServerOptions {
 
 /// Connections on `server` authenticated as `user`, from `CLIENT LIST`.
 fn clients_as(server: &rl_harness::RedisServer, user: &str) -> usize {
-    let list = server.command(&[b"CLIENT", b"LIST"]).unwrap();
-    let list = list.as_str().unwrap_or_default().to_string();
-    list.lines().filter(|l| l.split(' ').any(|f| f == format!("user={user}"))).count()
+    let user = format!("user={user}");
+    client_list(server).iter().filter(|c| c.contains(&user)).count()
 }
 
 #[test]

@@ -136,6 +136,13 @@ pub fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
     }
 }
 
+/// `CLIENT LIST` on `server`: one entry per connection, its `name=value` fields.
+pub fn client_list(server: &RedisServer) -> Vec<Vec<String>> {
+    let reply = server.command(&[b"CLIENT", b"LIST"]).unwrap();
+    let text = reply.as_str().unwrap_or_else(|| panic!("CLIENT LIST on port {} answered {reply:?}", server.port()));
+    text.lines().map(|l| l.split(' ').map(str::to_string).collect()).collect()
+}
+
 /// Held by the tests that put a fleet's load on the machine, so that two of them never share
 /// its two cores (their figures are reported, and a starved Redis would be a different test).
 pub fn heavy() -> std::sync::MutexGuard<'static, ()> {
