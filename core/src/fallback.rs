@@ -33,26 +33,64 @@ const PROBE_EVERY: Duration = Duration::from_millis(25);
 
 pub(crate) struct RedisPath {
     pub backend: RedisBackend,
-    pub health: Health,
-    pub ledger: Ledger,
-    id: String,
     fleet_key: Vec<u8>,
     configured_instances: Option<u64>,
-    discovered: AtomicU64,
     clock: Option<Arc<dyn Clock>>,
-    /// Redis time minus this host's time, learnt from decisions: the local path's clock.
-    offset_ms: AtomicI64,
     request_timeout: Duration,
     retry_delay: Duration,
     fallback: bool,
     ttl_slack_ms: u64,
-    started: ForkLocal<AtomicBool>,
+    thresholds: Thresholds,
+    local_max_keys: usize,
+    /// Everything that makes this limiter one instance of the fleet, per fork generation (see
+    /// [`Instance`]); reached through `Deref`, so `self.ledger` is this generation's ledger.
+    instance: ForkLocal<Instance>,
+}
+
+/// One instance of the fleet: its id in the heartbeats, its record of what it admitted (and the
+/// flush counter of its repair tokens), its state machine, and every lock they hold. A forked
+/// child is a new instance: it gets a new id (so a `gunicorn --preload` fleet counts each worker,
+/// and workers' repair tokens never collide) and a fresh record (what the parent admitted locally
+/// and has not flushed stays the parent's to write back, never twice), and it never waits on a
+/// lock that a parent thread held at the instant of `fork()`.
+pub(crate) struct Instance {
+    id: String,
+    pub health: Health,
+    pub ledger: Ledger,
+    discovered: AtomicU64,
+    /// Redis time minus this host's time, learnt from decisions: the local path's clock.
+    offset_ms: AtomicI64,
+    started: AtomicBool,
     wake: Arc<Notify>,
     /// Which servers are primaries, and the slots whose new primary still needs a repair.
     primaries: Mutex<Primaries>,
     /// The generation of a flush that has not completed: the next attempt resends the same
     /// permits under the same token, so a flush whose reply was lost is not applied twice.
     outstanding: Mutex<Option<u32>>,
+}
+
+impl Instance {
+    fn new(t: Thresholds, local_max_keys: usize) -> Self {
+        Instance {
+            id: instance_id(),
+            health: Health::new(t),
+            ledger: Ledger::new(local_max_keys),
+            discovered: AtomicU64::new(0),
+            offset_ms: AtomicI64::new(0),
+            started: AtomicBool::new(false),
+            wake: Arc::new(Notify::new()),
+            primaries: Mutex::new(Primaries::default()),
+            outstanding: Mutex::new(None),
+        }
+    }
+}
+
+impl std::ops::Deref for RedisPath {
+    type Target = Instance;
+
+    fn deref(&self) -> &Instance {
+        self.instance.get_or_init(|| Instance::new(self.thresholds, self.local_max_keys))
+    }
 }
 
 enum Outcome {
@@ -66,27 +104,21 @@ impl RedisPath {
         let backend = RedisBackend::open(url, options)?;
         Ok(RedisPath {
             backend,
-            health: Health::new(Thresholds {
-                slow_rtt: options.degrade_rtt,
-                slow_for: options.degrade_after,
-                recover_rtt: options.recover_rtt,
-                recover_for: options.recover_after,
-            }),
-            ledger: Ledger::new(options.local_max_keys),
-            id: instance_id(),
             fleet_key: format!("{}instances", options.key_prefix).into_bytes(),
             configured_instances: options.instances,
-            discovered: AtomicU64::new(0),
             clock: options.clock.clone(),
-            offset_ms: AtomicI64::new(0),
             request_timeout: options.request_timeout,
             retry_delay: options.retry_delay,
             fallback: options.local_fallback,
             ttl_slack_ms: 1000 + if options.clock.is_some() { 2 * options.max_clock_skew_ms } else { 0 },
-            started: ForkLocal::default(),
-            wake: Arc::new(Notify::new()),
-            primaries: Mutex::new(Primaries::default()),
-            outstanding: Mutex::new(None),
+            thresholds: Thresholds {
+                slow_rtt: options.degrade_rtt,
+                slow_for: options.degrade_after,
+                recover_rtt: options.recover_rtt,
+                recover_for: options.recover_after,
+            },
+            local_max_keys: options.local_max_keys,
+            instance: ForkLocal::new(),
         })
     }
 
@@ -220,7 +252,7 @@ impl RedisPath {
     /// (measured: half the decisions/s at concurrency 1). If that runtime shuts down, the task's
     /// guard clears the flag and the next call starts it again.
     fn ensure_task(self: &Arc<Self>) {
-        let started = self.started.get();
+        let started = &self.started;
         if started.load(Ordering::Acquire) || started.swap(true, Ordering::AcqRel) {
             return;
         }
@@ -308,7 +340,7 @@ struct Restart(Weak<RedisPath>);
 impl Drop for Restart {
     fn drop(&mut self) {
         if let Some(p) = self.0.upgrade() {
-            p.started.get().store(false, Ordering::Release);
+            p.started.store(false, Ordering::Release);
         }
     }
 }
