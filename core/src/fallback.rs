@@ -28,6 +28,11 @@ use crate::primaries::{epoch_in, Primaries};
 /// How often an instance announces itself, and how long an announcement counts.
 const HEARTBEAT_EVERY: Duration = Duration::from_secs(1);
 const LIVE_MS: u64 = 3000;
+/// The local budget's divisor before any heartbeat was counted: `limit / 8`, the design's own
+/// figure (8 gateways share a limit). A cold-started fleet of n instances then admits at most
+/// `n * floor(limit / 8)` in any window: within the limit for up to 8 instances, and for more the
+/// overshoot is n/8 until the first heartbeat counts them (or `instances` is configured).
+pub(crate) const COLD_START_INSTANCES: u64 = 8;
 /// How often Redis is probed while `local`.
 const PROBE_EVERY: Duration = Duration::from_millis(25);
 
@@ -94,8 +99,14 @@ impl RedisPath {
         &self.id
     }
 
+    /// The local budget's divisor: configured, or the live instances last counted in Redis, or,
+    /// before any count (Redis down since the start, or a misconfiguration), the design's own
+    /// fleet size, so a fleet of up to that many cold-started instances stays within the limit.
     pub(crate) fn instances(&self) -> u64 {
-        self.configured_instances.unwrap_or_else(|| self.discovered.load(Ordering::Relaxed).max(1))
+        self.configured_instances.unwrap_or_else(|| match self.discovered.load(Ordering::Relaxed) {
+            0 => COLD_START_INSTANCES,
+            n => n,
+        })
     }
 
     pub(crate) fn is_local(&self) -> bool {
