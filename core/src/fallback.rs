@@ -28,6 +28,11 @@ use crate::primaries::{epoch_in, Primaries};
 /// How often an instance announces itself, and how long an announcement counts.
 const HEARTBEAT_EVERY: Duration = Duration::from_secs(1);
 const LIVE_MS: u64 = 3000;
+/// The local budget's divisor before any heartbeat was counted: `limit / 8`, the design's own
+/// figure (8 gateways share a limit). A cold-started fleet of n instances then admits at most
+/// `n * floor(limit / 8)` in any window: within the limit for up to 8 instances, and for more the
+/// overshoot is n/8 until the first heartbeat counts them (or `instances` is configured).
+pub(crate) const COLD_START_INSTANCES: u64 = 8;
 /// How often Redis is probed while `local`.
 const PROBE_EVERY: Duration = Duration::from_millis(25);
 
@@ -126,8 +131,14 @@ impl RedisPath {
         &self.id
     }
 
+    /// The local budget's divisor: configured, or the live instances last counted in Redis, or,
+    /// before any count (Redis down since the start, or a misconfiguration), the design's own
+    /// fleet size, so a fleet of up to that many cold-started instances stays within the limit.
     pub(crate) fn instances(&self) -> u64 {
-        self.configured_instances.unwrap_or_else(|| self.discovered.load(Ordering::Relaxed).max(1))
+        self.configured_instances.unwrap_or_else(|| match self.discovered.load(Ordering::Relaxed) {
+            0 => COLD_START_INSTANCES,
+            n => n,
+        })
     }
 
     pub(crate) fn is_local(&self) -> bool {
@@ -275,8 +286,19 @@ impl RedisPath {
 
     /// Reads who is primary for which slots; a server that was never primary before (a failover,
     /// or a restart that lost the data) may lack permits this instance saw admitted in its slots.
+    /// Only an outage fails it: when the answer is refused (an ACL user without `INFO`), the
+    /// limiter cannot tell a new primary and assumes none, rather than stay local for good.
     async fn check_primary(&self) -> Result<()> {
-        let now = self.backend.primaries().await?;
+        let now = match self.backend.primaries().await {
+            Ok(now) => now,
+            Err(e) if e.kind() != ErrorKind::BackendUnavailable => {
+                if self.primaries.lock().unwrap_or_else(|p| p.into_inner()).cannot_tell() {
+                    tracing::warn!(error = %e, "rl: cannot tell who is primary (grant +info to rl's Redis user); failover repair is off");
+                }
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
         let new = self.primaries.lock().unwrap_or_else(|p| p.into_inner()).observe(&now);
         if new > 0 {
             self.health.counters.failovers.fetch_add(new as u64, Ordering::Relaxed);
@@ -311,7 +333,19 @@ impl RedisPath {
                 epoch: epoch.unwrap_or(""),
                 failover,
             };
-            let (local, lost) = self.backend.repair(&p.key, &marker, &call).await?;
+            let (local, lost) = match self.backend.repair(&p.key, &marker, &call).await {
+                Ok(added) => added,
+                Err(e) if e.kind() == ErrorKind::BackendUnavailable => return Err(e),
+                // The key holds something else (another program's value), or the script was
+                // refused: no retry can fix that. The permits are dropped, and the other keys and
+                // the return to `normal` go on.
+                Err(e) => {
+                    let permits: u64 = p.local.iter().chain(failover).map(|&(_, n)| n).sum();
+                    tracing::warn!(key = %String::from_utf8_lossy(&p.key), permits, error = %e, "rl: cannot repair this key; its permits are dropped");
+                    self.ledger.flushed(&p.key, upto);
+                    continue;
+                }
+            };
             self.ledger.flushed(&p.key, upto);
             self.health.counters.repairs.fetch_add(1, Ordering::Relaxed);
             self.health.counters.repaired_permits.fetch_add(local + lost, Ordering::Relaxed);
