@@ -49,24 +49,31 @@ struct KeyLog {
     entries: VecDeque<Entry>,
     /// Entries with `gen != 0`.
     local: usize,
+    /// Permits in `entries`, and those of them Redis has (`gen` 0): kept, not summed per call.
+    sum: u64,
+    redis: u64,
     /// The other instances' permits in the window at the last Redis reply: (its time, permits).
     others: Option<(u64, u64)>,
 }
 
 impl KeyLog {
     fn new(window_ms: u64) -> Self {
-        KeyLog { window_ms, entries: VecDeque::new(), local: 0, others: None }
+        KeyLog { window_ms, entries: VecDeque::new(), local: 0, sum: 0, redis: 0, others: None }
     }
 
     fn prune(&mut self, now: u64) {
         let edge = now.saturating_sub(self.window_ms);
         while let Some(e) = self.entries.front().filter(|e| e.ms <= edge) {
             self.local -= usize::from(e.gen != 0);
+            self.sum -= e.permits;
+            self.redis -= if e.gen == 0 { e.permits } else { 0 };
             self.entries.pop_front();
         }
     }
 
     fn push(&mut self, e: Entry) {
+        self.sum += e.permits;
+        self.redis += if e.gen == 0 { e.permits } else { 0 };
         if let Some(last) = self.entries.back_mut() {
             if last.ms == e.ms && last.gen == e.gen {
                 last.permits += e.permits;
@@ -85,6 +92,9 @@ impl KeyLog {
             let second = &mut self.entries[i];
             if first.gen != 0 && second.gen != 0 {
                 self.local -= 1;
+            } else if first.gen != second.gen {
+                // The Redis half becomes local.
+                self.redis -= if first.gen == 0 { first.permits } else { second.permits };
             }
             second.permits += first.permits;
             second.gen = second.gen.max(first.gen);
@@ -92,7 +102,14 @@ impl KeyLog {
     }
 
     fn used(&self) -> u64 {
-        self.entries.iter().map(|e| e.permits).sum()
+        self.sum
+    }
+
+    #[cfg(test)]
+    fn consistent(&self) -> bool {
+        self.sum == self.entries.iter().map(|e| e.permits).sum::<u64>()
+            && self.redis == self.entries.iter().filter(|e| e.gen == 0).map(|e| e.permits).sum::<u64>()
+            && self.local == self.entries.iter().filter(|e| e.gen != 0).count()
     }
 
     /// The other instances' permits still in the window at `now`.
@@ -211,9 +228,8 @@ impl Ledger {
         if admitted > 0 {
             log.push(Entry { ms, permits: admitted, gen: 0 });
         }
-        let own: u64 = log.entries.iter().filter(|e| e.gen == 0).map(|e| e.permits).sum();
         if log.others.is_none_or(|(t, _)| t <= ms) {
-            log.others = Some((ms, used.saturating_sub(own)));
+            log.others = Some((ms, used.saturating_sub(log.redis)));
         }
         self.settle(&mut shard, key);
     }
@@ -263,7 +279,9 @@ impl Ledger {
             for_budget.max(for_limit).max(1)
         };
         let reset = log.entries.back().map_or(0, |b| b.ms + window_ms - now);
-        Verdict { allowed: false, used: counted(used), retry_after_ms: retry, reset_after_ms: reset, now_ms: now }
+        let v = Verdict { allowed: false, used: counted(used), retry_after_ms: retry, reset_after_ms: reset, now_ms: now };
+        self.settle(&mut shard, key); // its last local permits may have left the window
+        v
     }
 
     pub(crate) fn forget(&self, key: &[u8]) {
@@ -282,6 +300,15 @@ impl Ledger {
                 s.clean.len() + s.dirty.len()
             })
             .sum()
+    }
+
+    /// Whether every key's kept counts match its buckets, and its map its state.
+    #[cfg(test)]
+    fn consistent(&self) -> bool {
+        self.shards.iter().all(|s| {
+            let s = s.lock().unwrap();
+            s.clean.iter().all(|(_, l)| l.consistent() && l.local == 0) && s.dirty.values().all(|l| l.consistent() && l.local > 0)
+        }) && self.local_keys() == self.shards.iter().map(|s| s.lock().unwrap().dirty.len()).sum::<usize>()
     }
 
     /// Keys holding locally admitted permits that still wait to be written to Redis.
@@ -341,6 +368,7 @@ impl Ledger {
                 if e.gen != 0 && e.gen <= upto {
                     e.gen = 0;
                     log.local -= 1;
+                    log.redis += e.permits;
                 }
             }
         }
@@ -383,6 +411,7 @@ mod tests {
         l.record(b"j", 1000, 12_000, 0, 100);
         assert!(!l.decide(b"j", 1000, 100, 25, 1, true, 12_500).allowed);
         assert!(!l.decide(b"j", 1000, 100, 25, 1, false, 12_500).allowed, "a peek sees the same");
+        assert!(l.consistent());
     }
 
     #[test]
@@ -422,6 +451,7 @@ mod tests {
         // Written back, they may go: a new key now has room.
         assert!(l.decide(b"later", 1000, 10, 10, 1, true, 200).allowed);
         assert_eq!(l.keys(), SHARDS);
+        assert!(l.consistent());
     }
 
     #[test]
@@ -455,6 +485,7 @@ mod tests {
         assert_eq!(l.local_keys(), 1, "after evictions");
         l.forget(b"c");
         assert_eq!(l.local_keys(), 0, "after forget");
+        assert!(l.consistent());
     }
 
     #[test]
@@ -465,6 +496,7 @@ mod tests {
         }
         let v = l.decide(b"k", 1_000_000, u64::MAX / 2, u64::MAX / 2, 1, false, MAX_ENTRIES as u64 * 3);
         assert_eq!(v.used, MAX_ENTRIES as u64 * 3);
+        assert!(l.consistent());
     }
 
     #[test]
@@ -480,6 +512,7 @@ mod tests {
         let p = l.pending(l.begin_flush(), MAX_ENTRIES as u64 + 100, true);
         assert_eq!(p[0].local.iter().map(|b| b.1).sum::<u64>(), 100, "exactly the local permits are sent as local");
         assert_eq!(p[0].admitted.iter().map(|b| b.1).sum::<u64>(), MAX_ENTRIES as u64);
+        assert!(l.consistent());
     }
 
     #[test]
@@ -496,5 +529,6 @@ mod tests {
         assert_eq!(l.pending(g2, 100, false)[0].local, vec![(100, 3)]);
         l.flushed(b"k", g2);
         assert!(!l.has_local());
+        assert!(l.consistent());
     }
 }
