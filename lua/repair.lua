@@ -11,7 +11,9 @@
 --              epoch         the epoch the fields below belong to (reset when it changes)
 --              f:<instance>  this instance's failover part was applied
 --              s:<ms>        permits at ms that this epoch's repairs know were admitted: local
---                            parts added and failover parts reported
+--                            parts added and failover parts reported (a local part flushed
+--                            before its instance learnt of the epoch is reported again in that
+--                            instance's failover part: counted twice, an overcount, never under)
 --              c:<token>     a local part already applied is counted in s:
 --   ARGV[1]  'rl-repair-1'
 --   ARGV[2]  this instance's id
