@@ -25,9 +25,8 @@ pub fn message(payload: Box<dyn Any + Send>) -> String {
     format!("panic in the rl native library (a bug in rl, please report it): {what}")
 }
 
-/// Runs `f`; a panic becomes `Err(message)`. The state `f` touched is assumed consistent after a
-/// panic: the core takes every lock with `unwrap_or_else(into_inner)` and keeps no invariant
-/// across a panic point that a later call relies on.
+/// Runs `f`; a panic becomes `Err(message)`. The limiter stays in use afterwards: the core's locks
+/// recover from poisoning (`unwrap_or_else(into_inner)`), so later calls still run.
 pub fn call<T>(f: impl FnOnce() -> T) -> Result<T, String> {
     catch_unwind(AssertUnwindSafe(f)).map_err(message)
 }
@@ -102,6 +101,24 @@ mod tests {
             Poll::Ready(Err(m)) => assert!(m.ends_with(": boom"), "{m}"),
             other => panic!("expected the panic's message, got {other:?}"),
         }
+    }
+
+    /// A normal build must not be able to panic through the hook, whatever the input.
+    #[cfg(not(feature = "test-panic"))]
+    #[test]
+    fn the_hook_is_inert_without_the_feature() {
+        test_panic(TestPanic::Caller, b"rl-test-panic:caller");
+        test_panic(TestPanic::Future, b"rl-test-panic:future");
+    }
+
+    #[cfg(feature = "test-panic")]
+    #[test]
+    fn the_hook_panics_only_on_its_marker() {
+        test_panic(TestPanic::Caller, b"rl-test-panic:future");
+        test_panic(TestPanic::Future, b"rl-test-panic:caller");
+        test_panic(TestPanic::Caller, b"an ordinary key");
+        let m = call(|| test_panic(TestPanic::Caller, b"rl-test-panic:caller")).unwrap_err();
+        assert!(m.ends_with("test-panic hook (Caller)"), "{m}");
     }
 
     #[test]
