@@ -178,6 +178,7 @@ export type ErrorCode =
   | 'ERR_RL_BACKEND'
   | 'ERR_RL_CLOCK_SKEW'
   | 'ERR_RL_CLOSED'
+  | 'ERR_RL_INTERNAL'
 
 /** Base of the errors a call on a valid limiter can end with. */
 export declare class LimiterError extends Error {
@@ -206,6 +207,14 @@ export declare class ClockSkewError extends LimiterError {
 /** The limiter was closed. */
 export declare class LimiterClosedError extends LimiterError {
   readonly code: 'ERR_RL_CLOSED'
+}
+/**
+ * A bug inside the native addon (a Rust panic), caught before it could abort the process or leave
+ * a promise pending. Thrown by a synchronous method, or the rejection of a call. The limiter
+ * stays usable. Please report the message.
+ */
+export declare class NativePanicError extends LimiterError {
+  readonly code: 'ERR_RL_INTERNAL'
 }
 /**
  * A value the limiter cannot honour; nothing was sent to Redis. A RangeError for out-of-range

@@ -47,6 +47,16 @@ class LimiterClosedError extends LimiterError {
 }
 
 /**
+ * A bug inside the native addon (a Rust panic), caught before it could abort the process or leave
+ * a promise pending. The limiter stays usable. Please report the message.
+ */
+class NativePanicError extends LimiterError {
+  constructor(message) {
+    super(message, 'ERR_RL_INTERNAL')
+  }
+}
+
+/**
  * A value the limiter cannot honour: out of range (this class, a RangeError) or of the wrong type
  * ({@link InvalidArgumentTypeError}, a TypeError). `err instanceof InvalidArgumentError` is true
  * for both; both have `code === 'ERR_RL_INVALID_ARGUMENT'` and `argument` (e.g. "options.limit").
@@ -124,6 +134,8 @@ function makeError(code, message, argument, details) {
       return new ClockSkewError(message, details)
     case 'ERR_RL_CLOSED':
       return new LimiterClosedError(message)
+    case 'ERR_RL_INTERNAL':
+      return new NativePanicError(message)
     default:
       return new BackendError(message)
   }
@@ -345,6 +357,7 @@ module.exports = {
   BackendError,
   ClockSkewError,
   LimiterClosedError,
+  NativePanicError,
   InvalidArgumentError,
   InvalidArgumentTypeError,
 }

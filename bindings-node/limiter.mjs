@@ -11,6 +11,7 @@ export const {
   BackendError,
   ClockSkewError,
   LimiterClosedError,
+  NativePanicError,
   InvalidArgumentError,
   InvalidArgumentTypeError,
 } = rl

@@ -27,12 +27,12 @@ if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modu
   npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
 fi
 
-echo "-- build the addon (napi build, debug)"
+echo "-- build the addon (napi build, debug, with the test-panic hook: see core/src/unwind.rs)"
 export CARGO_TARGET_DIR="$root/target"
 stash="$(mktemp -d)"
 trap 'rm -rf "$stash"' EXIT
 cp index.js index.d.ts "$stash/"
-npm run --silent build:debug
+npm run --silent build:debug -- --features test-panic
 stale=0
 for f in index.js index.d.ts; do
   if ! cmp -s "$stash/$f" "$f"; then

@@ -10,6 +10,12 @@
 //! flight, so an idle limiter, and a closed one, never keep the process alive. The memory backend
 //! (no URL) decides inline: it never waits on anything.
 //!
+//! A panic never crosses into Node (that aborts the process) and never leaves a promise pending
+//! (that hangs its caller and keeps the process alive): every method body runs under
+//! `rl_core::unwind::call` and every call's future under `rl_core::unwind::CatchUnwind`, and the
+//! panic becomes a `NativePanicError` (code `ERR_RL_INTERNAL`), thrown or rejecting the promise.
+//! `catch_unwind` on each `#[napi]` item also covers napi-rs's own argument conversions.
+//!
 //! Argument *types* are checked by the JavaScript wrapper (`limiter.js`), which also defines the
 //! error classes; this layer re-checks number shapes defensively and maps `rl_core::Error` to those
 //! classes through the factories the wrapper hands to each limiter.
@@ -27,6 +33,7 @@ use napi::bindgen_prelude::*;
 use napi::sys;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
+use rl_core::unwind::{test_panic, CatchUnwind, TestPanic};
 
 /// One decision, as the promise of `acquire`/`peek` resolves it.
 #[napi(object)]
@@ -124,6 +131,8 @@ enum Outcome {
     Decision(rl_core::Decision),
     Done,
     Failed(rl_core::Error),
+    /// The call panicked; the panic's message.
+    Panicked(String),
 }
 
 struct Completion {
@@ -179,6 +188,16 @@ struct Factories {
     make_decision: FunctionRef<(), Unknown<'static>>,
 }
 
+const PANIC_CODE: &str = "ERR_RL_INTERNAL";
+
+/// A JavaScript error value as a `napi::Error`, to be thrown when the method returns.
+fn thrown(env: &Env, value: Result<sys::napi_value>) -> Error {
+    match value {
+        Ok(v) => Error::from(unsafe { Unknown::from_raw_unchecked(env.raw(), v) }),
+        Err(e) => e,
+    }
+}
+
 fn error_parts(e: &rl_core::Error) -> (&'static str, Option<String>, Vec<f64>) {
     match e {
         rl_core::Error::InvalidArgument { name, .. } => {
@@ -224,6 +243,15 @@ impl Factories {
     fn core_error(&self, env: &Env, e: &rl_core::Error) -> Result<sys::napi_value> {
         let (code, argument, details) = error_parts(e);
         self.error(env, code, e.to_string(), argument, details)
+    }
+
+    fn panic_error(&self, env: &Env, message: String) -> Result<sys::napi_value> {
+        self.error(env, PANIC_CODE, message, None, vec![])
+    }
+
+    /// Runs a method's body: a panic in it is thrown as a `NativePanicError`.
+    fn guard<T>(&self, env: &Env, body: impl FnOnce() -> Result<T>) -> Result<T> {
+        rl_core::unwind::call(body).unwrap_or_else(|m| Err(thrown(env, self.panic_error(env, m))))
     }
 
     fn closed_error(&self, env: &Env) -> Result<sys::napi_value> {
@@ -292,14 +320,19 @@ impl Factories {
 /// Settles one promise on the JavaScript thread.
 fn settle(env: &Env, factories: &Factories, deferred: Deferred, outcome: Outcome) {
     let raw = env.raw();
-    let value = match &outcome {
+    // A panic while building the value still settles the promise (the fallback below).
+    let value = rl_core::unwind::call(|| match &outcome {
         Outcome::Decision(d) => factories.decision(env, d),
         Outcome::Done => unsafe { <()>::to_napi_value(raw, ()) },
         Outcome::Failed(e) => factories.core_error(env, e),
-    };
+        Outcome::Panicked(m) => factories.panic_error(env, m.clone()),
+    })
+    .unwrap_or_else(|m| Err(Error::new(Status::GenericFailure, m)));
     unsafe {
         match (value, &outcome) {
-            (Ok(v), Outcome::Failed(_)) => sys::napi_reject_deferred(raw, deferred.0, v),
+            (Ok(v), Outcome::Failed(_) | Outcome::Panicked(_)) => {
+                sys::napi_reject_deferred(raw, deferred.0, v)
+            }
             (Ok(v), _) => sys::napi_resolve_deferred(raw, deferred.0, v),
             (Err(e), _) => {
                 // Could not even build the value (a pending exception, a dying environment):
@@ -424,6 +457,7 @@ impl NativeLimiter {
     /// function's target, called once per batch of settled calls).
     #[napi(
         constructor,
+        catch_unwind,
         ts_args_type = "url: string | undefined | null, options: NativeOptions, makeError: (code: string, message: string, argument: string | null, details: number[]) => Error, makeDecision: (allowed: boolean, remaining: number, used: number, retryAfterMs: number, resetAfterMs: number, mode: number | string, nowMs: number) => NativeDecision, wake: () => void"
     )]
     pub fn new(
@@ -434,16 +468,26 @@ impl NativeLimiter {
         make_decision: Function<(), Unknown<'static>>,
         wake: Function<(), Unknown<'static>>,
     ) -> Result<Self> {
+        rl_core::unwind::call(|| Self::open(&env, url, options, &make_error, &make_decision, &wake))
+            .unwrap_or_else(|m| {
+                let e = make_error.call(FnArgs::from((PANIC_CODE.to_string(), m, None, vec![])));
+                Err(e.map(Error::from).unwrap_or_else(|e| e))
+            })
+    }
+
+    fn open(
+        env: &Env,
+        url: Option<String>,
+        options: NativeOptions,
+        make_error: &Function<ErrorArgs, Unknown<'static>>,
+        make_decision: &Function<(), Unknown<'static>>,
+        wake: &Function<(), Unknown<'static>>,
+    ) -> Result<Self> {
         let factories = Factories {
             make_error: make_error.create_ref()?,
             make_decision: make_decision.create_ref()?,
         };
-        let fail = |e: rl_core::Error| -> Error {
-            match factories.core_error(&env, &e) {
-                Ok(v) => Error::from(unsafe { Unknown::from_raw_unchecked(env.raw(), v) }),
-                Err(err) => err,
-            }
-        };
+        let fail = |e: rl_core::Error| -> Error { thrown(env, factories.core_error(env, &e)) };
         let NativeOptions {
             key_prefix,
             connect_timeout_ms,
@@ -461,6 +505,7 @@ impl NativeLimiter {
         let millis = |name: &'static str, v: f64| whole(name, v).map(Duration::from_millis);
         let mut options = rl_core::Options::default();
         if let Some(p) = key_prefix {
+            test_panic(TestPanic::Caller, p.as_bytes());
             options.key_prefix = p;
         }
         if let Some(v) = connect_timeout_ms {
@@ -537,7 +582,7 @@ impl NativeLimiter {
     }
 
     /// `"redis"` or `"memory"`.
-    #[napi(getter)]
+    #[napi(getter, catch_unwind)]
     pub fn backend(&self) -> String {
         match &self.core {
             Some(c) => c.backend().to_string(),
@@ -545,25 +590,27 @@ impl NativeLimiter {
         }
     }
 
-    #[napi(getter)]
+    #[napi(getter, catch_unwind)]
     pub fn closed(&self) -> bool {
         self.core.is_none()
     }
 
     /// This limiter's id in the fleet's heartbeats in Redis; null for the memory backend. Kept
     /// after `close()`.
-    #[napi(getter)]
+    #[napi(getter, catch_unwind)]
     pub fn instance_id(&self) -> Option<String> {
         self.instance_id.clone()
     }
 
     /// The core's `Stats` (no I/O, never waits); null once closed (the wrapper throws then).
-    #[napi]
-    pub fn stats(&self) -> Option<NativeStats> {
-        self.core.as_ref().map(|c| NativeStats::from(c.stats()))
+    #[napi(catch_unwind)]
+    pub fn stats(&self, env: Env) -> Result<Option<NativeStats>> {
+        self.queue.factories.guard(&env, || {
+            Ok(self.core.as_ref().map(|c| NativeStats::from(c.stats())))
+        })
     }
 
-    #[napi(ts_return_type = "Promise<NativeDecision>")]
+    #[napi(catch_unwind, ts_return_type = "Promise<NativeDecision>")]
     pub fn acquire(
         &self,
         env: Env,
@@ -572,16 +619,20 @@ impl NativeLimiter {
         window_ms: f64,
         cost: f64,
     ) -> Result<Unknown<'static>> {
-        let nums = whole("limit", limit)
-            .and_then(|l| Ok((l, whole("windowMs", window_ms)?, whole("cost", cost)?)));
-        let key = key_bytes(key);
-        self.run(&env, move |core| async move {
-            let (l, w, c) = nums?;
-            core.acquire(key, l, w, c).await.map(Outcome::Decision)
+        self.queue.factories.guard(&env, || {
+            let nums = whole("limit", limit)
+                .and_then(|l| Ok((l, whole("windowMs", window_ms)?, whole("cost", cost)?)));
+            let key = key_bytes(key);
+            test_panic(TestPanic::Caller, &key);
+            self.run(&env, move |core| async move {
+                test_panic(TestPanic::Future, &key);
+                let (l, w, c) = nums?;
+                core.acquire(key, l, w, c).await.map(Outcome::Decision)
+            })
         })
     }
 
-    #[napi(ts_return_type = "Promise<NativeDecision>")]
+    #[napi(catch_unwind, ts_return_type = "Promise<NativeDecision>")]
     pub fn peek(
         &self,
         env: Env,
@@ -589,46 +640,60 @@ impl NativeLimiter {
         limit: f64,
         window_ms: f64,
     ) -> Result<Unknown<'static>> {
-        let nums = whole("limit", limit).and_then(|l| Ok((l, whole("windowMs", window_ms)?)));
-        let key = key_bytes(key);
-        self.run(&env, move |core| async move {
-            let (l, w) = nums?;
-            core.peek(key, l, w).await.map(Outcome::Decision)
+        self.queue.factories.guard(&env, || {
+            let nums = whole("limit", limit).and_then(|l| Ok((l, whole("windowMs", window_ms)?)));
+            let key = key_bytes(key);
+            test_panic(TestPanic::Caller, &key);
+            self.run(&env, move |core| async move {
+                test_panic(TestPanic::Future, &key);
+                let (l, w) = nums?;
+                core.peek(key, l, w).await.map(Outcome::Decision)
+            })
         })
     }
 
-    #[napi(ts_return_type = "Promise<void>")]
+    #[napi(catch_unwind, ts_return_type = "Promise<void>")]
     pub fn reset(&self, env: Env, key: Either<String, BufferSlice>) -> Result<Unknown<'static>> {
-        let key = key_bytes(key);
-        self.run(&env, move |core| async move {
-            core.reset(key).await.map(|()| Outcome::Done)
+        self.queue.factories.guard(&env, || {
+            let key = key_bytes(key);
+            test_panic(TestPanic::Caller, &key);
+            self.run(&env, move |core| async move {
+                test_panic(TestPanic::Future, &key);
+                core.reset(key).await.map(|()| Outcome::Done)
+            })
         })
     }
 
-    #[napi(ts_return_type = "Promise<void>")]
+    #[napi(catch_unwind, ts_return_type = "Promise<void>")]
     pub fn ping(&self, env: Env) -> Result<Unknown<'static>> {
-        self.run(&env, move |core| async move {
-            core.ping().await.map(|()| Outcome::Done)
+        self.queue.factories.guard(&env, || {
+            self.run(&env, move |core| async move {
+                core.ping().await.map(|()| Outcome::Done)
+            })
         })
     }
 
     /// Refuses new calls; the promise resolves once every call in flight is settled. Idempotent.
-    #[napi(ts_return_type = "Promise<void>")]
+    #[napi(catch_unwind, ts_return_type = "Promise<void>")]
     pub fn close(&mut self, env: Env) -> Result<Unknown<'static>> {
-        self.core = None;
-        let (deferred, promise) = new_promise(&env)?;
-        if self.queue.pending.load(Ordering::Relaxed) == 0 {
-            settle(&env, &self.queue.factories, deferred, Outcome::Done);
-        } else {
-            self.queue
-                .on_idle
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(deferred);
-        }
-        // Tasks in flight keep their own clone; the threadsafe function is released with the last.
-        self.notifier = None;
-        Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), promise) })
+        let queue = self.queue.clone();
+        queue.factories.guard(&env, || {
+            self.core = None;
+            let (deferred, promise) = new_promise(&env)?;
+            if queue.pending.load(Ordering::Relaxed) == 0 {
+                settle(&env, &queue.factories, deferred, Outcome::Done);
+            } else {
+                queue
+                    .on_idle
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(deferred);
+            }
+            // Tasks in flight keep their own clone; the threadsafe function is released with the
+            // last.
+            self.notifier = None;
+            Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), promise) })
+        })
     }
 
     fn run<F, Fut>(&self, env: &Env, call: F) -> Result<Unknown<'static>>
@@ -643,24 +708,24 @@ impl NativeLimiter {
             unsafe { sys::napi_reject_deferred(env.raw(), deferred.0, e) };
             return Ok(promise);
         };
-        let mut fut = Box::pin(call(core.clone()));
+        // Polled here or on the runtime, a panic in the call settles its promise all the same.
+        let mut fut = Box::pin(CatchUnwind::new(call(core.clone())));
+        let outcome = |r: std::result::Result<rl_core::Result<Outcome>, String>| match r {
+            Ok(r) => r.unwrap_or_else(Outcome::Failed),
+            Err(panic) => Outcome::Panicked(panic),
+        };
         if self.inline {
             // The memory backend never waits: decide right here, no thread hop. (Should it ever
             // wait, the call simply continues on the runtime below.)
             if let Poll::Ready(r) = fut.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
-                settle(
-                    env,
-                    &self.queue.factories,
-                    deferred,
-                    r.unwrap_or_else(Outcome::Failed),
-                );
+                settle(env, &self.queue.factories, deferred, outcome(r));
                 return Ok(promise);
             }
         }
         self.queue.started(env);
         let notifier = notifier.clone();
         self.runtime.spawn(async move {
-            let outcome = fut.await.unwrap_or_else(Outcome::Failed);
+            let outcome = outcome(fut.await);
             notifier.complete(deferred, outcome);
         });
         Ok(promise)

@@ -9,6 +9,10 @@
 //! of completions costs one wake-up; the loop thread then takes the batch and resolves the
 //! futures. Likewise the calls made during one loop iteration reach the runtime with one spawn.
 //!
+//! A panic inside a call's future settles its asyncio future with `NativePanicError` (the future
+//! runs under `rl_core::unwind::CatchUnwind`), so an awaiting coroutine never waits forever; a
+//! panic in a method itself is raised the same way (`errors::guard`).
+//!
 //! Everything that talks to the event loop (get_running_loop, create_future, call_soon,
 //! set_result, add_reader) is done by the Python half (`rl/__init__.py`), never under a Rust
 //! frame: at interpreter exit CPython may end a daemon thread that runs Python code, and that
@@ -24,6 +28,8 @@ use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyTuple};
 
+use rl_core::unwind::{test_panic, CatchUnwind, TestPanic};
+
 use crate::convert::{self, Arg};
 use crate::decision::Decision;
 use crate::errors;
@@ -37,7 +43,9 @@ enum Outcome {
     Done,
 }
 
-type Completion = (u64, rl_core::Result<Outcome>);
+/// A call's result, or the message of the panic that ended it.
+type Finished = Result<rl_core::Result<Outcome>, String>;
+type Completion = (u64, Finished);
 type Job = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
 /// The part of a bridge the runtime's tasks hold: results, and the pipe that wakes the loop.
@@ -141,21 +149,23 @@ impl Bridge {
     /// each call on its own, cheaply, from inside). The first call of a loop iteration schedules
     /// this with `call_soon`.
     fn submit(&self, py: Python<'_>) -> PyResult<()> {
-        let jobs = std::mem::take(&mut *self.outbox.lock().unwrap_or_else(|p| p.into_inner()));
-        if jobs.is_empty() {
-            return Ok(());
-        }
-        let handle = rl_core::runtime::handle().map_err(|e| errors::to_py(py, e))?;
-        if jobs.len() == 1 {
-            handle.spawn(jobs.into_iter().next().expect("one job"));
-        } else {
-            handle.spawn(async move {
-                for job in jobs {
-                    tokio::spawn(job);
-                }
-            });
-        }
-        Ok(())
+        errors::guard(py, || {
+            let jobs = std::mem::take(&mut *self.outbox.lock().unwrap_or_else(|p| p.into_inner()));
+            if jobs.is_empty() {
+                return Ok(());
+            }
+            let handle = rl_core::runtime::handle().map_err(|e| errors::to_py(py, e))?;
+            if jobs.len() == 1 {
+                handle.spawn(jobs.into_iter().next().expect("one job"));
+            } else {
+                handle.spawn(async move {
+                    for job in jobs {
+                        tokio::spawn(job);
+                    }
+                });
+            }
+            Ok(())
+        })
     }
 
     /// Forgets every pending call: for a bridge whose loop is closed, whose futures can never be
@@ -178,9 +188,10 @@ impl Bridge {
         for (id, r) in done {
             let Some(fut) = pending.remove(&id) else { continue };
             let item = match r {
-                Ok(Outcome::Decision(d)) => PyTuple::new(py, [fut.into_any(), true.into_pyobject(py)?.to_owned().into_any().unbind(), Py::new(py, Decision::from(d))?.into_any()])?,
-                Ok(Outcome::Done) => PyTuple::new(py, [fut.into_any(), true.into_pyobject(py)?.to_owned().into_any().unbind(), py.None()])?,
-                Err(e) => PyTuple::new(py, [fut.into_any(), false.into_pyobject(py)?.to_owned().into_any().unbind(), errors::to_py(py, e).into_value(py).into_any()])?,
+                Ok(Ok(Outcome::Decision(d))) => PyTuple::new(py, [fut.into_any(), true.into_pyobject(py)?.to_owned().into_any().unbind(), Py::new(py, Decision::from(d))?.into_any()])?,
+                Ok(Ok(Outcome::Done)) => PyTuple::new(py, [fut.into_any(), true.into_pyobject(py)?.to_owned().into_any().unbind(), py.None()])?,
+                Ok(Err(e)) => PyTuple::new(py, [fut.into_any(), false.into_pyobject(py)?.to_owned().into_any().unbind(), errors::to_py(py, e).into_value(py).into_any()])?,
+                Err(panic) => PyTuple::new(py, [fut.into_any(), false.into_pyobject(py)?.to_owned().into_any().unbind(), errors::panicked(py, panic).into_value(py).into_any()])?,
             };
             out.append(item)?;
         }
@@ -199,7 +210,7 @@ impl Bridge {
         self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(id, fut.clone().unbind());
         let shared = self.shared.clone();
         let job: Job = Box::pin(async move {
-            let r = work.await;
+            let r = CatchUnwind::new(work).await;
             shared.complete((id, r));
         });
         let mut outbox = self.outbox.lock().unwrap_or_else(|p| p.into_inner());
@@ -241,25 +252,27 @@ impl AsyncCore {
         instances: Option<Bound<'py, PyAny>>,
         local_max_keys: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Self> {
-        let opened = options::open(
-            py,
-            options::Args {
-                url,
-                key_prefix,
-                connect_timeout_ms,
-                request_timeout_ms,
-                max_clock_skew_ms,
-                retry_delay_ms,
-                local_fallback,
-                degrade_rtt_ms,
-                degrade_after_ms,
-                recover_rtt_ms,
-                recover_after_ms,
-                instances,
-                local_max_keys,
-            },
-        )?;
-        Ok(AsyncCore { slot: Slot::new(opened) })
+        errors::guard(py, || {
+            let opened = options::open(
+                py,
+                options::Args {
+                    url,
+                    key_prefix,
+                    connect_timeout_ms,
+                    request_timeout_ms,
+                    max_clock_skew_ms,
+                    retry_delay_ms,
+                    local_fallback,
+                    degrade_rtt_ms,
+                    degrade_after_ms,
+                    recover_rtt_ms,
+                    recover_after_ms,
+                    instances,
+                    local_max_keys,
+                },
+            )?;
+            Ok(AsyncCore { slot: Slot::new(opened) })
+        })
     }
 
     #[pyo3(signature = (bridge, fut, key, limit, window_ms, cost = Arg::Absent), text_signature = "(self, bridge, fut, key, limit, window_ms, cost=1)")]
@@ -274,13 +287,19 @@ impl AsyncCore {
         window_ms: &Bound<'py, PyAny>,
         cost: Arg<'py>,
     ) -> PyResult<bool> {
-        let key = convert::key(key)?;
-        let limit = convert::u64_arg("limit", limit)?;
-        let window_ms = convert::u64_arg("window_ms", window_ms)?;
-        let cost = convert::u64_or("cost", &cost, 1)?;
-        let l = self.slot.get(py, WHAT)?.as_async().clone();
-        let key = key.as_bytes().to_vec();
-        Ok(bridge.get().queue(fut, async move { l.acquire(key, limit, window_ms, cost).await.map(Outcome::Decision) }))
+        errors::guard(py, || {
+            let key = convert::key(key)?;
+            let limit = convert::u64_arg("limit", limit)?;
+            let window_ms = convert::u64_arg("window_ms", window_ms)?;
+            let cost = convert::u64_or("cost", &cost, 1)?;
+            let l = self.slot.get(py, WHAT)?.as_async().clone();
+            let key = key.as_bytes().to_vec();
+            test_panic(TestPanic::Caller, &key);
+            Ok(bridge.get().queue(fut, async move {
+                test_panic(TestPanic::Future, &key);
+                l.acquire(key, limit, window_ms, cost).await.map(Outcome::Decision)
+            }))
+        })
     }
 
     fn peek<'py>(
@@ -292,49 +311,72 @@ impl AsyncCore {
         limit: &Bound<'py, PyAny>,
         window_ms: &Bound<'py, PyAny>,
     ) -> PyResult<bool> {
-        let key = convert::key(key)?;
-        let limit = convert::u64_arg("limit", limit)?;
-        let window_ms = convert::u64_arg("window_ms", window_ms)?;
-        let l = self.slot.get(py, WHAT)?.as_async().clone();
-        let key = key.as_bytes().to_vec();
-        Ok(bridge.get().queue(fut, async move { l.peek(key, limit, window_ms).await.map(Outcome::Decision) }))
+        errors::guard(py, || {
+            let key = convert::key(key)?;
+            let limit = convert::u64_arg("limit", limit)?;
+            let window_ms = convert::u64_arg("window_ms", window_ms)?;
+            let l = self.slot.get(py, WHAT)?.as_async().clone();
+            let key = key.as_bytes().to_vec();
+            test_panic(TestPanic::Caller, &key);
+            Ok(bridge.get().queue(fut, async move {
+                test_panic(TestPanic::Future, &key);
+                l.peek(key, limit, window_ms).await.map(Outcome::Decision)
+            }))
+        })
     }
 
     fn reset<'py>(&self, py: Python<'py>, bridge: &Bound<'py, Bridge>, fut: &Bound<'py, PyAny>, key: &Bound<'py, PyAny>) -> PyResult<bool> {
-        let key = convert::key(key)?;
-        let l = self.slot.get(py, WHAT)?.as_async().clone();
-        let key = key.as_bytes().to_vec();
-        Ok(bridge.get().queue(fut, async move { l.reset(key).await.map(|_| Outcome::Done) }))
+        errors::guard(py, || {
+            let key = convert::key(key)?;
+            let l = self.slot.get(py, WHAT)?.as_async().clone();
+            let key = key.as_bytes().to_vec();
+            test_panic(TestPanic::Caller, &key);
+            Ok(bridge.get().queue(fut, async move {
+                test_panic(TestPanic::Future, &key);
+                l.reset(key).await.map(|_| Outcome::Done)
+            }))
+        })
     }
 
     fn ping<'py>(&self, py: Python<'py>, bridge: &Bound<'py, Bridge>, fut: &Bound<'py, PyAny>) -> PyResult<bool> {
-        let l = self.slot.get(py, WHAT)?.as_async().clone();
-        Ok(bridge.get().queue(fut, async move { l.ping().await.map(|_| Outcome::Done) }))
+        errors::guard(py, || {
+            let l = self.slot.get(py, WHAT)?.as_async().clone();
+            Ok(bridge.get().queue(fut, async move { l.ping().await.map(|_| Outcome::Done) }))
+        })
     }
 
     /// Memory backend: decides in place (no I/O), like the sync limiter.
     #[pyo3(signature = (key, limit, window_ms, cost = Arg::Absent), text_signature = "(self, key, limit, window_ms, cost=1)")]
     fn decide_acquire(&self, py: Python<'_>, key: &Bound<'_, PyAny>, limit: &Bound<'_, PyAny>, window_ms: &Bound<'_, PyAny>, cost: Arg<'_>) -> PyResult<Decision> {
-        let key = convert::key(key)?;
-        let limit = convert::u64_arg("limit", limit)?;
-        let window_ms = convert::u64_arg("window_ms", window_ms)?;
-        let cost = convert::u64_or("cost", &cost, 1)?;
-        let l = self.slot.get(py, WHAT)?;
-        l.acquire(key.as_bytes(), limit, window_ms, cost).map(Decision::from).map_err(|e| errors::to_py(py, e))
+        errors::guard(py, || {
+            let key = convert::key(key)?;
+            let limit = convert::u64_arg("limit", limit)?;
+            let window_ms = convert::u64_arg("window_ms", window_ms)?;
+            let cost = convert::u64_or("cost", &cost, 1)?;
+            let l = self.slot.get(py, WHAT)?;
+            test_panic(TestPanic::Caller, key.as_bytes());
+            l.acquire(key.as_bytes(), limit, window_ms, cost).map(Decision::from).map_err(|e| errors::to_py(py, e))
+        })
     }
 
     fn decide_peek(&self, py: Python<'_>, key: &Bound<'_, PyAny>, limit: &Bound<'_, PyAny>, window_ms: &Bound<'_, PyAny>) -> PyResult<Decision> {
-        let key = convert::key(key)?;
-        let limit = convert::u64_arg("limit", limit)?;
-        let window_ms = convert::u64_arg("window_ms", window_ms)?;
-        let l = self.slot.get(py, WHAT)?;
-        l.peek(key.as_bytes(), limit, window_ms).map(Decision::from).map_err(|e| errors::to_py(py, e))
+        errors::guard(py, || {
+            let key = convert::key(key)?;
+            let limit = convert::u64_arg("limit", limit)?;
+            let window_ms = convert::u64_arg("window_ms", window_ms)?;
+            let l = self.slot.get(py, WHAT)?;
+            test_panic(TestPanic::Caller, key.as_bytes());
+            l.peek(key.as_bytes(), limit, window_ms).map(Decision::from).map_err(|e| errors::to_py(py, e))
+        })
     }
 
     fn decide_reset(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
-        let key = convert::key(key)?;
-        let l = self.slot.get(py, WHAT)?;
-        l.reset(key.as_bytes()).map_err(|e| errors::to_py(py, e))
+        errors::guard(py, || {
+            let key = convert::key(key)?;
+            let l = self.slot.get(py, WHAT)?;
+            test_panic(TestPanic::Caller, key.as_bytes());
+            l.reset(key.as_bytes()).map_err(|e| errors::to_py(py, e))
+        })
     }
 
     /// Raises `LimiterClosed` if closed (for the memory backend's ping).
@@ -343,14 +385,18 @@ impl AsyncCore {
     }
 
     fn redis_key<'py>(&self, py: Python<'py>, key: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
-        let key = convert::key(key)?;
-        let l = self.slot.get(py, WHAT)?;
-        Ok(PyBytes::new(py, &l.redis_key(key.as_bytes())))
+        errors::guard(py, || {
+            let key = convert::key(key)?;
+            let l = self.slot.get(py, WHAT)?;
+            Ok(PyBytes::new(py, &l.redis_key(key.as_bytes())))
+        })
     }
 
     /// See `Limiter.stats`: never waits, so it is not a coroutine.
     fn stats(&self, py: Python<'_>) -> PyResult<Stats> {
-        self.slot.stats(py, WHAT)
+        errors::guard(py, || {
+            self.slot.stats(py, WHAT)
+        })
     }
 
     #[getter]
@@ -372,8 +418,11 @@ impl AsyncCore {
         self.slot.is_closed()
     }
 
-    fn close(&self) {
-        self.slot.close();
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        errors::guard(py, || {
+            self.slot.close();
+            Ok(())
+        })
     }
 
     #[getter]

@@ -13,6 +13,7 @@ pub(crate) struct Classes {
     pub backend: Py<PyType>,
     pub clock_skew: Py<PyType>,
     pub closed: Py<PyType>,
+    pub panic: Py<PyType>,
 }
 
 static CLASSES: PyOnceLock<Classes> = PyOnceLock::new();
@@ -30,6 +31,7 @@ fn classes(py: Python<'_>) -> PyResult<&Classes> {
                 backend: get("BackendError")?,
                 clock_skew: get("ClockSkewError")?,
                 closed: get("LimiterClosed")?,
+                panic: get("NativePanicError")?,
             })
         })
 }
@@ -69,6 +71,17 @@ pub(crate) fn invalid_type(py: Python<'_>, argument: &str, message: String) -> P
 
 pub(crate) fn closed(py: Python<'_>, what: &str) -> PyErr {
     raise(py, |c| &c.closed, format!("this {what} is closed; make a new one"), &[])
+}
+
+/// A panic inside the native module: `NativePanicError(message)`.
+pub(crate) fn panicked(py: Python<'_>, message: String) -> PyErr {
+    raise(py, |c| &c.panic, message, &[])
+}
+
+/// Runs a method's body; a panic in it is raised as `NativePanicError`, a `RateLimitError`,
+/// rather than PyO3's `PanicException`, a `BaseException` that `except Exception` misses.
+pub(crate) fn guard<T>(py: Python<'_>, body: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
+    rl_core::unwind::call(body).unwrap_or_else(|m| Err(panicked(py, m)))
 }
 
 pub(crate) fn to_py(py: Python<'_>, e: rl_core::Error) -> PyErr {

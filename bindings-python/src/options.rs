@@ -94,6 +94,7 @@ pub(crate) fn open(py: Python<'_>, a: Args<'_>) -> PyResult<Opened> {
         None => "memory://".to_string(),
         Some(u) => redact(u),
     };
+    rl_core::unwind::test_panic(rl_core::unwind::TestPanic::Caller, options.key_prefix.as_bytes());
     let limiter = rl_core::blocking::Limiter::open(url.as_deref(), options).map_err(|e| errors::to_py(py, e))?;
     Ok(Opened { limiter, target })
 }

@@ -6,6 +6,8 @@ use std::sync::Mutex;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
+use rl_core::unwind::{test_panic, TestPanic};
+
 use crate::convert::{self, Arg};
 use crate::decision::Decision;
 use crate::errors;
@@ -125,25 +127,27 @@ impl Limiter {
         instances: Option<Bound<'py, PyAny>>,
         local_max_keys: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Self> {
-        let opened = options::open(
-            py,
-            options::Args {
-                url,
-                key_prefix,
-                connect_timeout_ms,
-                request_timeout_ms,
-                max_clock_skew_ms,
-                retry_delay_ms,
-                local_fallback,
-                degrade_rtt_ms,
-                degrade_after_ms,
-                recover_rtt_ms,
-                recover_after_ms,
-                instances,
-                local_max_keys,
-            },
-        )?;
-        Ok(Limiter { slot: Slot::new(opened) })
+        errors::guard(py, || {
+            let opened = options::open(
+                py,
+                options::Args {
+                    url,
+                    key_prefix,
+                    connect_timeout_ms,
+                    request_timeout_ms,
+                    max_clock_skew_ms,
+                    retry_delay_ms,
+                    local_fallback,
+                    degrade_rtt_ms,
+                    degrade_after_ms,
+                    recover_rtt_ms,
+                    recover_after_ms,
+                    instances,
+                    local_max_keys,
+                },
+            )?;
+            Ok(Limiter { slot: Slot::new(opened) })
+        })
     }
 
     /// Takes `cost` permits from `key`'s window if they fit; a denied request takes nothing.
@@ -158,58 +162,73 @@ impl Limiter {
         window_ms: &Bound<'_, PyAny>,
         cost: Arg<'_>,
     ) -> PyResult<Decision> {
-        let key = convert::key(key)?;
-        let limit = convert::u64_arg("limit", limit)?;
-        let window_ms = convert::u64_arg("window_ms", window_ms)?;
-        let cost = convert::u64_or("cost", &cost, 1)?;
-        let l = self.slot.get(py, WHAT)?;
-        let k = key.as_bytes();
-        let r = if self.slot.memory {
-            l.acquire(k, limit, window_ms, cost)
-        } else {
-            lifecycle::detached(py, || l.acquire(k, limit, window_ms, cost))
-        };
-        r.map(Decision::from).map_err(|e| errors::to_py(py, e))
+        errors::guard(py, || {
+            let key = convert::key(key)?;
+            let limit = convert::u64_arg("limit", limit)?;
+            let window_ms = convert::u64_arg("window_ms", window_ms)?;
+            let cost = convert::u64_or("cost", &cost, 1)?;
+            let l = self.slot.get(py, WHAT)?;
+            let k = key.as_bytes();
+            test_panic(TestPanic::Caller, k);
+            let r = if self.slot.memory {
+                l.acquire(k, limit, window_ms, cost)
+            } else {
+                lifecycle::detached(py, || l.acquire(k, limit, window_ms, cost))
+            };
+            r.map(Decision::from).map_err(|e| errors::to_py(py, e))
+        })
     }
 
     /// The window's state without taking anything; `allowed`: whether one permit would fit.
     fn peek(&self, py: Python<'_>, key: &Bound<'_, PyAny>, limit: &Bound<'_, PyAny>, window_ms: &Bound<'_, PyAny>) -> PyResult<Decision> {
-        let key = convert::key(key)?;
-        let limit = convert::u64_arg("limit", limit)?;
-        let window_ms = convert::u64_arg("window_ms", window_ms)?;
-        let l = self.slot.get(py, WHAT)?;
-        let k = key.as_bytes();
-        let r = if self.slot.memory { l.peek(k, limit, window_ms) } else { lifecycle::detached(py, || l.peek(k, limit, window_ms)) };
-        r.map(Decision::from).map_err(|e| errors::to_py(py, e))
+        errors::guard(py, || {
+            let key = convert::key(key)?;
+            let limit = convert::u64_arg("limit", limit)?;
+            let window_ms = convert::u64_arg("window_ms", window_ms)?;
+            let l = self.slot.get(py, WHAT)?;
+            let k = key.as_bytes();
+            test_panic(TestPanic::Caller, k);
+            let r = if self.slot.memory { l.peek(k, limit, window_ms) } else { lifecycle::detached(py, || l.peek(k, limit, window_ms)) };
+            r.map(Decision::from).map_err(|e| errors::to_py(py, e))
+        })
     }
 
     /// Forgets everything admitted on `key`.
     fn reset(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
-        let key = convert::key(key)?;
-        let l = self.slot.get(py, WHAT)?;
-        let k = key.as_bytes();
-        let r = if self.slot.memory { l.reset(k) } else { lifecycle::detached(py, || l.reset(k)) };
-        r.map_err(|e| errors::to_py(py, e))
+        errors::guard(py, || {
+            let key = convert::key(key)?;
+            let l = self.slot.get(py, WHAT)?;
+            let k = key.as_bytes();
+            test_panic(TestPanic::Caller, k);
+            let r = if self.slot.memory { l.reset(k) } else { lifecycle::detached(py, || l.reset(k)) };
+            r.map_err(|e| errors::to_py(py, e))
+        })
     }
 
     /// Connects if needed and checks that the backend answers (BackendUnavailable otherwise).
     fn ping(&self, py: Python<'_>) -> PyResult<()> {
-        let l = self.slot.get(py, WHAT)?;
-        let r = if self.slot.memory { l.ping() } else { lifecycle::detached(py, || l.ping()) };
-        r.map_err(|e| errors::to_py(py, e))
+        errors::guard(py, || {
+            let l = self.slot.get(py, WHAT)?;
+            let r = if self.slot.memory { l.ping() } else { lifecycle::detached(py, || l.ping()) };
+            r.map_err(|e| errors::to_py(py, e))
+        })
     }
 
     /// The Redis key that holds `key`'s window.
     fn redis_key<'py>(&self, py: Python<'py>, key: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
-        let key = convert::key(key)?;
-        let l = self.slot.get(py, WHAT)?;
-        Ok(PyBytes::new(py, &l.redis_key(key.as_bytes())))
+        errors::guard(py, || {
+            let key = convert::key(key)?;
+            let l = self.slot.get(py, WHAT)?;
+            Ok(PyBytes::new(py, &l.redis_key(key.as_bytes())))
+        })
     }
 
     /// Which path decides now, per-path counters, state transitions, Redis round trips. Never
     /// waits (no I/O); raises LimiterClosed after close().
     fn stats(&self, py: Python<'_>) -> PyResult<Stats> {
-        self.slot.stats(py, WHAT)
+        errors::guard(py, || {
+            self.slot.stats(py, WHAT)
+        })
     }
 
     /// This limiter's id in the fleet's heartbeats in Redis; None for the memory backend.
@@ -235,8 +254,11 @@ impl Limiter {
 
     /// Lets go of the connection (calls in flight finish); later calls raise LimiterClosed.
     /// Closing twice is fine.
-    fn close(&self) {
-        self.slot.close();
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        errors::guard(py, || {
+            self.slot.close();
+            Ok(())
+        })
     }
 
     fn __enter__(slf: Bound<'_, Self>) -> PyResult<Bound<'_, Self>> {
@@ -247,8 +269,11 @@ impl Limiter {
     }
 
     #[pyo3(signature = (*_exc))]
-    fn __exit__(&self, _exc: &Bound<'_, pyo3::types::PyTuple>) {
-        self.slot.close();
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<()> {
+        errors::guard(py, || {
+            self.slot.close();
+            Ok(())
+        })
     }
 
     fn __repr__(&self) -> String {

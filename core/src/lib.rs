@@ -34,6 +34,7 @@ mod primaries;
 pub mod runtime;
 mod script;
 mod stats;
+pub mod unwind;
 mod validate;
 
 pub use backend::BackendKind;

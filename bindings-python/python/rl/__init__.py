@@ -29,6 +29,7 @@ from ._errors import (
     InvalidArgument,
     InvalidArgumentType,
     LimiterClosed,
+    NativePanicError,
     RateLimitError,
 )
 from ._rl import MAX_KEY_BYTES, MAX_PERMITS, MAX_WINDOW_MS, AsyncCore as _AsyncCore, Bridge as _Bridge, Decision, Limiter, Stats, __version__
@@ -47,6 +48,7 @@ __all__ = [
     "MAX_KEY_BYTES",
     "MAX_PERMITS",
     "MAX_WINDOW_MS",
+    "NativePanicError",
     "RateLimitError",
     "Stats",
     "__version__",

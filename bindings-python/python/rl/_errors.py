@@ -59,6 +59,12 @@ class LimiterClosed(RateLimitError, RuntimeError):
     """The limiter was closed; calls after ``close()`` raise this."""
 
 
+class NativePanicError(RateLimitError):
+    """A bug inside the native module (a Rust panic), caught so that it neither escapes as a bare
+    ``BaseException`` nor leaves an awaitable pending. The limiter stays usable. Please report
+    the message."""
+
+
 def _rebuild(cls: type, message: str, attrs: dict) -> BaseException:  # type: ignore[type-arg]
     exc: BaseException = cls(message)
     for k, v in attrs.items():
@@ -66,6 +72,6 @@ def _rebuild(cls: type, message: str, attrs: dict) -> BaseException:  # type: ig
     return exc
 
 
-for _cls in (RateLimitError, InvalidArgument, InvalidArgumentType, BackendUnavailable, BackendError, ClockSkewError, LimiterClosed):
+for _cls in (RateLimitError, InvalidArgument, InvalidArgumentType, BackendUnavailable, BackendError, ClockSkewError, LimiterClosed, NativePanicError):
     _cls.__module__ = "rl"
 del _cls
