@@ -516,6 +516,32 @@ enum rl_status rl_stats_get(const struct rl_limiter *limiter,
                             struct rl_error **err);
 
 /**
+ * Copies the limiter's instance id (its member in the fleet's heartbeats in Redis, and the
+ * prefix of its repair tokens) into the caller's buffer `buf` of `cap` bytes, NUL-terminated.
+ * The memory backend has none: it writes "" (length 0). The id is per process: a child forked
+ * from the process that opened the limiter reports (and heartbeats with) its own id.
+ *
+ * - `limiter`: a live handle; must not be NULL.
+ * - `buf`: must not be NULL; owned by the caller, written only on `RL_OK`.
+ * - `cap`: `buf`'s size in bytes, including room for the NUL.
+ * - `len_out`: NULL, or where the id's length (without the NUL) is stored, on `RL_OK` and also
+ *   when `cap` is too small, so the caller can retry with `*len_out + 1` bytes.
+ * - `err`: as for `rl_limiter_open`.
+ *
+ * Never blocks and does no I/O. Returns `RL_OK`, `RL_INVALID_ARGUMENT` (NULL `limiter` or `buf`,
+ * or `cap` shorter than the id plus its NUL) or `RL_PANIC`. Thread-safe.
+ *
+ * # Safety
+ * `limiter` is NULL or live; `buf` is NULL or `cap` writable bytes; `len_out` is NULL or
+ * writable; `err` is NULL or writable.
+ */
+enum rl_status rl_instance_id(const struct rl_limiter *limiter,
+                              char *buf,
+                              size_t cap,
+                              size_t *len_out,
+                              struct rl_error **err);
+
+/**
  * The status code stored in `err`; `RL_OK` for NULL. Thread-safe.
  *
  * # Safety
