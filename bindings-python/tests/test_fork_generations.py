@@ -158,6 +158,7 @@ def test_preloaded_gunicorn_workers_local_budget_and_repair_tokens(server: Serve
         # Back to normal, each having written its local permits back.
         after = app.each_worker("/stats", until=lambda r: r["stats"]["mode"] == "normal" and r["stats"]["repairs"] >= 1,
                                 timeout=30, hold=0.2)
+        members = sorted(m.decode() for m in server.call("ZRANGE", f"{prefix}instances", "0", "-1"))  # type: ignore[union-attr]
     finally:
         log = app.stop()
     assert len(drains) == WORKERS, f"only {len(drains)} workers answered; gunicorn log:\n{log}"
@@ -179,10 +180,11 @@ def test_preloaded_gunicorn_workers_local_budget_and_repair_tokens(server: Serve
     marker = server.call("HGETALL", probe.redis_key(key) + b":repair")
     assert isinstance(marker, list)
     tokens = sorted(f.decode()[2:] for f in marker[0::2] if f.startswith(b"l:"))
-    worker_ids = sorted(r["instance_id"] for r in after.values())
+    # Tokens are `<instance id>:<flush number>`: one per worker, with the ids the workers
+    # heartbeat with.
     token_ids = sorted(t.rsplit(":", 1)[0] for t in tokens)
-    if len(tokens) != WORKERS or token_ids != worker_ids:
-        problems.append(f"repair tokens in the marker: {tokens}; want one per worker, instance ids {worker_ids}")
+    if len(tokens) != WORKERS or len(set(token_ids)) != WORKERS or token_ids != members:
+        problems.append(f"repair tokens in the marker: {tokens}; want one per worker, of the heartbeat members {members}")
     in_redis = probe.peek(key, limit, 60_000).used
     probe.close()
     # No local permit may be dropped. Each worker's first call was already written to Redis when
