@@ -196,6 +196,72 @@ def test_preloaded_gunicorn_workers_local_budget_and_repair_tokens(server: Serve
     assert not problems, "\n".join(problems)
 
 
+CHILD_AFTER_LOCAL = r"""
+import json, os, signal, sys, time
+import rl
+
+url, redis_pid, key = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+opts = dict(request_timeout_ms=2000, degrade_rtt_ms=200, degrade_after_ms=200, recover_rtt_ms=100,
+            recover_after_ms=300, instances=1)
+lim = rl.Limiter(url, **opts)
+assert lim.acquire(key, 100, 60_000).mode == "normal"  # and the background task runs
+parent_id = lim.instance_id
+
+def wait_normal(deadline):
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        s = lim.stats()
+        if s.mode == "normal":
+            return s
+        time.sleep(0.02)
+    return lim.stats()
+
+os.kill(redis_pid, signal.SIGSTOP)
+local = [lim.acquire(key, 100, 60_000) for _ in range(5)]
+assert all(d.allowed and d.mode == "local" for d in local), local
+pid = os.fork()
+if pid == 0:
+    # The child uses the limiter (a peek admits nothing) and waits until it is back to normal:
+    # any repair it would send is done by then.
+    lim.peek(key + ":child", 100, 60_000)
+    os._exit(0 if wait_normal(30).mode == "normal" else 1)
+os.kill(redis_pid, signal.SIGCONT)
+end, status = time.monotonic() + 40, None
+while time.monotonic() < end and status is None:
+    p, st = os.waitpid(pid, os.WNOHANG)
+    if p == pid:
+        status = os.waitstatus_to_exitcode(st)
+    time.sleep(0.01)
+if status is None:
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    status = "hung"
+s = wait_normal(30)
+probe = rl.Limiter(url, local_fallback=False)
+print(json.dumps({"child": status, "parent_mode": s.mode, "parent_repairs": s.repairs, "parent_id": parent_id,
+                  "used": probe.peek(key, 100, 60_000).used, "marker_key": probe.redis_key(key).decode() + ":repair"}))
+"""
+
+
+def test_child_does_not_repair_the_parents_local_permits(server: Server, key: str) -> None:
+    """The parent admits 5 permits locally (Redis frozen), then forks. The permits are the
+    parent's to write back: a child, whatever its own id and flush numbers, must not send them
+    again (that would count them twice in Redis). One `l:` token in the marker, the parent's."""
+    try:
+        r = run_script(CHILD_AFTER_LOCAL, server.url, str(server.pid), key, timeout=120)
+    finally:
+        os.kill(server.pid, signal.SIGCONT)  # whatever the script did
+    assert r.returncode == 0 and r.stdout.strip(), f"rc={r.returncode}\nstdout:\n{r.stdout}\nstderr:\n{r.stderr}"
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["child"] == 0 and out["parent_mode"] == "normal" and out["parent_repairs"] >= 1, out
+    marker = server.call("HGETALL", out["marker_key"])
+    assert isinstance(marker, list)
+    tokens = [f.decode()[2:] for f in marker[0::2] if f.startswith(b"l:")]
+    assert len(tokens) == 1 and tokens[0].rsplit(":", 1)[0] == out["parent_id"], f"repair tokens {tokens}; parent {out['parent_id']}"
+    # 1 before the freeze + 5 local; + 1 if the first call at the freeze reached Redis anyway.
+    assert 6 <= out["used"] <= 7, f"Redis holds {out['used']} permits; the parent admitted 1 + 5 (+1 in flight at the freeze)"
+
+
 # ---- fork() while 8 threads are mid-call ----------------------------------------------------
 
 FORK_WHILE_BUSY = r'''
