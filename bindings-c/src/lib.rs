@@ -832,7 +832,7 @@ pub unsafe extern "C" fn rl_instance_id(
             return Err(invalid(
                 "cap",
                 format!(
-                    "is {cap}; the instance id needs {} bytes (with its NUL)",
+                    "is {cap} bytes; the instance id and its NUL need {}",
                     id.len() + 1
                 ),
             ));

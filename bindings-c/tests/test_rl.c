@@ -832,7 +832,7 @@ static void test_instance_id(void) {
         CHECK(len == strlen(id), "len %zu for an id of %zu bytes", len, strlen(id));
         CHECK(small[0] == 'x', "a failed call wrote to buf");
     } else {
-        EXPECT_ERROR(st, err, RL_INVALID_ARGUMENT, "invalid argument `cap`: is 0; the instance id needs 1 bytes (with its NUL)");
+        EXPECT_ERROR(st, err, RL_INVALID_ARGUMENT, "invalid argument `cap`: is 0 bytes; the instance id and its NUL need 1");
     }
     st = rl_instance_id(l, NULL, 16, NULL, &err);
     EXPECT_ERROR(st, err, RL_INVALID_ARGUMENT, "invalid argument `buf`: must not be NULL");
