@@ -30,7 +30,7 @@ export interface LimiterOptions {
   recoverRttMs?: number
   /** See `recoverRttMs`. 1..60000 ms. Default 500. */
   recoverAfterMs?: number
-  /** How many instances share each limit (local budget = floor(limit / instances)), 1..1000000. Default: counted from live instances' heartbeats in Redis (1 before any is seen). */
+  /** How many instances share each limit (local budget = floor(limit / instances)), 1..1000000. Default: counted from live instances' heartbeats in Redis (8, the design's fleet size, before any is seen). */
   instances?: number
   /** Most keys the local record keeps (least recently used ones are forgotten), 1..10000000. Default 10000. */
   localMaxKeys?: number

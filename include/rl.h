@@ -201,8 +201,8 @@ typedef struct rl_options {
     uint64_t recover_after_ms;
     /**
      * How many instances share each limit: the local budget is `limit / instances` (rounded
-     * down), 1..=1000000. 0: discovered from the live instances' heartbeats in Redis (1 before
-     * any was seen).
+     * down), 1..=1000000. 0: discovered from the live instances' heartbeats in Redis (8, the
+     * design's fleet size, before any was seen).
      */
     uint64_t instances;
     /**

@@ -143,8 +143,8 @@ pub struct rl_options {
     /// See `recover_rtt_ms`. 0: 500 ms.
     pub recover_after_ms: u64,
     /// How many instances share each limit: the local budget is `limit / instances` (rounded
-    /// down), 1..=1000000. 0: discovered from the live instances' heartbeats in Redis (1 before
-    /// any was seen).
+    /// down), 1..=1000000. 0: discovered from the live instances' heartbeats in Redis (8, the
+    /// design's fleet size, before any was seen).
     pub instances: u64,
     /// Most keys the local record keeps (least recently used ones are forgotten), 1..=10000000.
     /// 0: 10000.

@@ -354,8 +354,8 @@ impl AsyncCore {
     }
 
     #[getter]
-    fn instance_id(&self) -> Option<&str> {
-        self.slot.instance_id.as_deref()
+    fn instance_id(&self) -> Option<String> {
+        self.slot.instance_id()
     }
 
     #[getter]

@@ -20,20 +20,21 @@ pub(crate) struct Slot {
     inner: Mutex<Option<rl_core::blocking::Limiter>>,
     pub memory: bool,
     pub target: String,
-    /// This limiter's id in the fleet's heartbeats (None for memory); kept after close().
-    pub instance_id: Option<String>,
+    /// This limiter's id in the fleet's heartbeats when it was opened (None for memory); a
+    /// forked child is a new instance with its own id, read live from the core while open.
+    opened_instance_id: Option<String>,
     generation: u64,
 }
 
 impl Slot {
     pub fn new(opened: options::Opened) -> Slot {
         let memory = opened.limiter.backend() == rl_core::BackendKind::Memory;
-        let instance_id = opened.limiter.instance_id().map(str::to_owned);
+        let opened_instance_id = opened.limiter.instance_id().map(str::to_owned);
         Slot {
             inner: Mutex::new(Some(opened.limiter)),
             memory,
             target: opened.target,
-            instance_id,
+            opened_instance_id,
             generation: lifecycle::generation(),
         }
     }
@@ -48,6 +49,15 @@ impl Slot {
     /// The limiter's `Stats` (no I/O, never waits); LimiterClosed after close().
     pub fn stats(&self, py: Python<'_>, what: &str) -> PyResult<Stats> {
         Ok(Stats::from(self.get(py, what)?.stats()))
+    }
+
+    /// The id of this process's instance (each fork generation has its own); after close(), the
+    /// id it had when opened.
+    pub fn instance_id(&self) -> Option<String> {
+        match &*self.inner.lock().unwrap_or_else(|p| p.into_inner()) {
+            Some(l) => l.instance_id().map(str::to_owned),
+            None => self.opened_instance_id.clone(),
+        }
     }
 
     pub fn is_closed(&self) -> bool {
@@ -204,8 +214,8 @@ impl Limiter {
 
     /// This limiter's id in the fleet's heartbeats in Redis; None for the memory backend.
     #[getter]
-    fn instance_id(&self) -> Option<&str> {
-        self.slot.instance_id.as_deref()
+    fn instance_id(&self) -> Option<String> {
+        self.slot.instance_id()
     }
 
     /// "redis" or "memory".

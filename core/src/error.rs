@@ -14,7 +14,8 @@ pub enum Error {
     /// with the local fallback on, callers see a `local` decision instead of this.
     #[error("backend unavailable: {0}")]
     BackendUnavailable(String),
-    /// The backend answered with an error (wrong type at the key, script error, auth, OOM ...).
+    /// The backend answered with an error (wrong type at the key, script error, auth, ACL ...), or
+    /// refused the TLS handshake (certificate, CA): a misconfiguration, never sent to the fallback.
     #[error("backend error: {0}")]
     Backend(String),
     /// A client-supplied time (the explicit client-clock option) is too far from Redis TIME.
@@ -80,7 +81,9 @@ impl From<redis::RedisError> for Error {
         // caller instead of sending the limiter local.
         let auth = matches!(e.code(), Some("WRONGPASS" | "NOAUTH"))
             || ["AuthenticationFailed", "WRONGPASS", "NOAUTH"].iter().any(|s| text.contains(s));
-        if auth {
+        // So is a certificate or TLS handshake failure (every topology words it the same way,
+        // the cluster client inside its "initial connections" I/O error).
+        if auth || crate::backend::tls::handshake_failed(&text) {
             return Error::Backend(text);
         }
         if e.is_timeout() || e.is_io_error() || e.is_connection_refusal() || e.is_connection_dropped() || e.is_cluster_error() || code_says || text_says {
@@ -128,5 +131,19 @@ mod tests {
         ] {
             assert_eq!(server_error(line).kind(), ErrorKind::Backend, "{line}");
         }
+    }
+
+    #[test]
+    fn tls_handshake_failures_are_misconfigurations_and_resets_are_outages() {
+        let io = |text: &str| Error::from(redis::RedisError::from(std::io::Error::other(text.to_string())));
+        for text in [
+            "invalid peer certificate: UnknownIssuer",
+            "received fatal alert: CertificateRequired",
+            "Failed to create initial connections - Io: invalid peer certificate: UnknownIssuer",
+        ] {
+            assert_eq!(io(text).kind(), ErrorKind::Backend, "{text}");
+        }
+        let reset = Error::from(redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionReset)));
+        assert_eq!(reset.kind(), ErrorKind::BackendUnavailable);
     }
 }

@@ -28,31 +28,74 @@ use crate::primaries::{epoch_in, Primaries};
 /// How often an instance announces itself, and how long an announcement counts.
 const HEARTBEAT_EVERY: Duration = Duration::from_secs(1);
 const LIVE_MS: u64 = 3000;
+/// The local budget's divisor before any heartbeat was counted: `limit / 8`, the design's own
+/// figure (8 gateways share a limit). A cold-started fleet of n instances then admits at most
+/// `n * floor(limit / 8)` in any window: within the limit for up to 8 instances, and for more the
+/// overshoot is n/8 until the first heartbeat counts them (or `instances` is configured).
+pub(crate) const COLD_START_INSTANCES: u64 = 8;
 /// How often Redis is probed while `local`.
 const PROBE_EVERY: Duration = Duration::from_millis(25);
 
 pub(crate) struct RedisPath {
     pub backend: RedisBackend,
-    pub health: Health,
-    pub ledger: Ledger,
-    id: String,
     fleet_key: Vec<u8>,
     configured_instances: Option<u64>,
-    discovered: AtomicU64,
     clock: Option<Arc<dyn Clock>>,
-    /// Redis time minus this host's time, learnt from decisions: the local path's clock.
-    offset_ms: AtomicI64,
     request_timeout: Duration,
     retry_delay: Duration,
     fallback: bool,
     ttl_slack_ms: u64,
-    started: ForkLocal<AtomicBool>,
+    thresholds: Thresholds,
+    local_max_keys: usize,
+    /// Everything that makes this limiter one instance of the fleet, per fork generation (see
+    /// [`Instance`]); reached through `Deref`, so `self.ledger` is this generation's ledger.
+    instance: ForkLocal<Instance>,
+}
+
+/// One instance of the fleet: its id in the heartbeats, its record of what it admitted (and the
+/// flush counter of its repair tokens), its state machine, and every lock they hold. A forked
+/// child is a new instance: it gets a new id (so a `gunicorn --preload` fleet counts each worker,
+/// and workers' repair tokens never collide) and a fresh record (what the parent admitted locally
+/// and has not flushed stays the parent's to write back, never twice), and it never waits on a
+/// lock that a parent thread held at the instant of `fork()`.
+pub(crate) struct Instance {
+    id: String,
+    pub health: Health,
+    pub ledger: Ledger,
+    discovered: AtomicU64,
+    /// Redis time minus this host's time, learnt from decisions: the local path's clock.
+    offset_ms: AtomicI64,
+    started: AtomicBool,
     wake: Arc<Notify>,
     /// Which servers are primaries, and the slots whose new primary still needs a repair.
     primaries: Mutex<Primaries>,
     /// The generation of a flush that has not completed: the next attempt resends the same
     /// permits under the same token, so a flush whose reply was lost is not applied twice.
     outstanding: Mutex<Option<u32>>,
+}
+
+impl Instance {
+    fn new(t: Thresholds, local_max_keys: usize) -> Self {
+        Instance {
+            id: instance_id(),
+            health: Health::new(t),
+            ledger: Ledger::new(local_max_keys),
+            discovered: AtomicU64::new(0),
+            offset_ms: AtomicI64::new(0),
+            started: AtomicBool::new(false),
+            wake: Arc::new(Notify::new()),
+            primaries: Mutex::new(Primaries::default()),
+            outstanding: Mutex::new(None),
+        }
+    }
+}
+
+impl std::ops::Deref for RedisPath {
+    type Target = Instance;
+
+    fn deref(&self) -> &Instance {
+        self.instance.get_or_init(|| Instance::new(self.thresholds, self.local_max_keys))
+    }
 }
 
 enum Outcome {
@@ -66,27 +109,21 @@ impl RedisPath {
         let backend = RedisBackend::open(url, options)?;
         Ok(RedisPath {
             backend,
-            health: Health::new(Thresholds {
-                slow_rtt: options.degrade_rtt,
-                slow_for: options.degrade_after,
-                recover_rtt: options.recover_rtt,
-                recover_for: options.recover_after,
-            }),
-            ledger: Ledger::new(options.local_max_keys),
-            id: instance_id(),
             fleet_key: format!("{}instances", options.key_prefix).into_bytes(),
             configured_instances: options.instances,
-            discovered: AtomicU64::new(0),
             clock: options.clock.clone(),
-            offset_ms: AtomicI64::new(0),
             request_timeout: options.request_timeout,
             retry_delay: options.retry_delay,
             fallback: options.local_fallback,
             ttl_slack_ms: 1000 + if options.clock.is_some() { 2 * options.max_clock_skew_ms } else { 0 },
-            started: ForkLocal::default(),
-            wake: Arc::new(Notify::new()),
-            primaries: Mutex::new(Primaries::default()),
-            outstanding: Mutex::new(None),
+            thresholds: Thresholds {
+                slow_rtt: options.degrade_rtt,
+                slow_for: options.degrade_after,
+                recover_rtt: options.recover_rtt,
+                recover_for: options.recover_after,
+            },
+            local_max_keys: options.local_max_keys,
+            instance: ForkLocal::new(),
         })
     }
 
@@ -94,8 +131,14 @@ impl RedisPath {
         &self.id
     }
 
+    /// The local budget's divisor: configured, or the live instances last counted in Redis, or,
+    /// before any count (Redis down since the start, or a misconfiguration), the design's own
+    /// fleet size, so a fleet of up to that many cold-started instances stays within the limit.
     pub(crate) fn instances(&self) -> u64 {
-        self.configured_instances.unwrap_or_else(|| self.discovered.load(Ordering::Relaxed).max(1))
+        self.configured_instances.unwrap_or_else(|| match self.discovered.load(Ordering::Relaxed) {
+            0 => COLD_START_INSTANCES,
+            n => n,
+        })
     }
 
     pub(crate) fn is_local(&self) -> bool {
@@ -220,7 +263,7 @@ impl RedisPath {
     /// (measured: half the decisions/s at concurrency 1). If that runtime shuts down, the task's
     /// guard clears the flag and the next call starts it again.
     fn ensure_task(self: &Arc<Self>) {
-        let started = self.started.get();
+        let started = &self.started;
         if started.load(Ordering::Acquire) || started.swap(true, Ordering::AcqRel) {
             return;
         }
@@ -243,8 +286,19 @@ impl RedisPath {
 
     /// Reads who is primary for which slots; a server that was never primary before (a failover,
     /// or a restart that lost the data) may lack permits this instance saw admitted in its slots.
+    /// Only an outage fails it: when the answer is refused (an ACL user without `INFO`), the
+    /// limiter cannot tell a new primary and assumes none, rather than stay local for good.
     async fn check_primary(&self) -> Result<()> {
-        let now = self.backend.primaries().await?;
+        let now = match self.backend.primaries().await {
+            Ok(now) => now,
+            Err(e) if e.kind() != ErrorKind::BackendUnavailable => {
+                if self.primaries.lock().unwrap_or_else(|p| p.into_inner()).cannot_tell() {
+                    tracing::warn!(error = %e, "rl: cannot tell who is primary (grant +info to rl's Redis user); failover repair is off");
+                }
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
         let new = self.primaries.lock().unwrap_or_else(|p| p.into_inner()).observe(&now);
         if new > 0 {
             self.health.counters.failovers.fetch_add(new as u64, Ordering::Relaxed);
@@ -279,7 +333,19 @@ impl RedisPath {
                 epoch: epoch.unwrap_or(""),
                 failover,
             };
-            let (local, lost) = self.backend.repair(&p.key, &marker, &call).await?;
+            let (local, lost) = match self.backend.repair(&p.key, &marker, &call).await {
+                Ok(added) => added,
+                Err(e) if e.kind() == ErrorKind::BackendUnavailable => return Err(e),
+                // The key holds something else (another program's value), or the script was
+                // refused: no retry can fix that. The permits are dropped, and the other keys and
+                // the return to `normal` go on.
+                Err(e) => {
+                    let permits: u64 = p.local.iter().chain(failover).map(|&(_, n)| n).sum();
+                    tracing::warn!(key = %String::from_utf8_lossy(&p.key), permits, error = %e, "rl: cannot repair this key; its permits are dropped");
+                    self.ledger.flushed(&p.key, upto);
+                    continue;
+                }
+            };
             self.ledger.flushed(&p.key, upto);
             self.health.counters.repairs.fetch_add(1, Ordering::Relaxed);
             self.health.counters.repaired_permits.fetch_add(local + lost, Ordering::Relaxed);
@@ -308,7 +374,7 @@ struct Restart(Weak<RedisPath>);
 impl Drop for Restart {
     fn drop(&mut self) {
         if let Some(p) = self.0.upgrade() {
-            p.started.get().store(false, Ordering::Release);
+            p.started.store(false, Ordering::Release);
         }
     }
 }

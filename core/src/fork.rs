@@ -29,18 +29,30 @@ pub(crate) fn generation() -> u64 {
 /// A value that a forked child must not inherit: each fork generation gets its own, made on first
 /// use. The parent's is leaked in the child, never touched again: a lock in it may have been held
 /// by a parent thread at the instant of `fork()`, and such a lock would never be released here.
-pub(crate) struct ForkLocal<T: Default> {
+pub(crate) struct ForkLocal<T> {
     current: std::sync::atomic::AtomicPtr<(u64, T)>,
 }
 
+// SAFETY: the value is shared by reference between threads (like an `Arc<T>`), so it needs
+// `Send + Sync`; the pointer itself is only swapped atomically.
+unsafe impl<T: Send + Sync> Sync for ForkLocal<T> {}
+unsafe impl<T: Send + Sync> Send for ForkLocal<T> {}
+
 impl<T: Default> Default for ForkLocal<T> {
     fn default() -> Self {
-        ForkLocal { current: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()) }
+        ForkLocal::new()
     }
 }
 
-impl<T: Default> ForkLocal<T> {
-    pub(crate) fn get(&self) -> &T {
+impl<T> ForkLocal<T> {
+    pub(crate) const fn new() -> Self {
+        ForkLocal {
+            current: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
+        }
+    }
+
+    /// This generation's value, made by `init` on first use in this generation.
+    pub(crate) fn get_or_init(&self, init: impl Fn() -> T) -> &T {
         let generation = generation();
         loop {
             let p = self.current.load(Ordering::Acquire);
@@ -51,8 +63,11 @@ impl<T: Default> ForkLocal<T> {
                     return value;
                 }
             }
-            let fresh = Box::into_raw(Box::new((generation, T::default())));
-            match self.current.compare_exchange(p, fresh, Ordering::AcqRel, Ordering::Acquire) {
+            let fresh = Box::into_raw(Box::new((generation, init())));
+            match self
+                .current
+                .compare_exchange(p, fresh, Ordering::AcqRel, Ordering::Acquire)
+            {
                 Ok(_) => {} // the old one (if any) is leaked on purpose
                 // SAFETY: `fresh` was never published.
                 Err(_) => drop(unsafe { Box::from_raw(fresh) }),
@@ -61,7 +76,13 @@ impl<T: Default> ForkLocal<T> {
     }
 }
 
-impl<T: Default> Drop for ForkLocal<T> {
+impl<T: Default> ForkLocal<T> {
+    pub(crate) fn get(&self) -> &T {
+        self.get_or_init(T::default)
+    }
+}
+
+impl<T> Drop for ForkLocal<T> {
     fn drop(&mut self) {
         let p = *self.current.get_mut();
         if p.is_null() {

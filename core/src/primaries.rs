@@ -42,6 +42,8 @@ impl Primary {
 pub(crate) struct Primaries {
     holders: Vec<Primary>,
     pending: Vec<Primary>,
+    /// A look was refused (no `INFO` permission) and said so in the log.
+    refused: bool,
 }
 
 impl Primaries {
@@ -71,6 +73,11 @@ impl Primaries {
         }
         self.holders = holders;
         count
+    }
+
+    /// A look was refused: no new primary is assumed. True the first time, to log it once.
+    pub(crate) fn cannot_tell(&mut self) -> bool {
+        !std::mem::replace(&mut self.refused, true)
     }
 
     #[cfg(test)]

@@ -11,12 +11,13 @@ use std::sync::Mutex;
 use tokio::runtime::{Builder, Handle, Runtime};
 
 use crate::error::{Error, Result};
-use crate::fork;
+use crate::fork::{self, ForkLocal};
 
 /// The runtime of the current fork generation. Runtimes are leaked on purpose: a parent's runtime
 /// cannot be shut down from a child (its threads do not exist there), and the one of the current
-/// generation lives as long as the process.
-static CURRENT: Mutex<Option<(u64, &'static Runtime)>> = Mutex::new(None);
+/// generation lives as long as the process. The lock that guards its creation is per generation
+/// too: a parent thread may hold it at the instant of `fork()`, and a child must not wait on it.
+static CURRENT: ForkLocal<Mutex<Option<&'static Runtime>>> = ForkLocal::new();
 
 thread_local! {
     static CACHED: RefCell<Option<(u64, Handle)>> = const { RefCell::new(None) };
@@ -32,10 +33,10 @@ pub fn handle() -> Result<Handle> {
     if let Some(h) = cached {
         return Ok(h);
     }
-    let mut current = CURRENT.lock().unwrap_or_else(|p| p.into_inner());
+    let mut current = CURRENT.get().lock().unwrap_or_else(|p| p.into_inner());
     let handle = match &*current {
-        Some((g, rt)) if *g == generation => rt.handle().clone(),
-        _ => {
+        Some(rt) => rt.handle().clone(),
+        None => {
             let rt: &'static Runtime = Box::leak(Box::new(
                 Builder::new_multi_thread()
                     .worker_threads(2)
@@ -44,7 +45,7 @@ pub fn handle() -> Result<Handle> {
                     .build()
                     .map_err(|e| Error::Backend(format!("cannot start the rl runtime: {e}")))?,
             ));
-            *current = Some((generation, rt));
+            *current = Some(rt);
             rt.handle().clone()
         }
     };

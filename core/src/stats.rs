@@ -29,7 +29,7 @@ pub struct Stats {
     pub repaired_permits: u64,
     pub failovers: u64,
     /// The divisor of the local budget (`limit / instances`): configured, or live instances seen
-    /// in Redis (the last count while Redis is away; 1 before any was seen).
+    /// in Redis (the last count while Redis is away; 8 before any was seen).
     pub instances: u64,
     /// Keys the local record holds (bounded by `local_max_keys`).
     pub local_keys: u64,

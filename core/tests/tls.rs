@@ -68,20 +68,27 @@ fn a_private_ca_and_a_client_certificate_from_the_url_decide_over_tls() {
     wait_until("a heartbeat over TLS", Duration::from_secs(3), || l.stats().instances == 1);
 }
 
+/// A certificate or handshake failure is a misconfiguration, like a wrong password: the caller
+/// gets `Backend`, even with the local fallback on (an outage would be decided locally instead,
+/// which would hide the mistake behind local decisions for good).
+#[track_caller]
+fn refused_as_misconfiguration(what: &str, url: &str) {
+    let l = Limiter::open(Some(url), Options::default()).unwrap();
+    let started = Instant::now();
+    let r = l.acquire("tls", 3, 60_000, 1);
+    let e = r.as_ref().err().unwrap_or_else(|| panic!("{what}: decided anyway: {r:?}"));
+    assert_eq!(e.kind(), ErrorKind::Backend, "{what}: {e}");
+    assert!(started.elapsed() < Options::default().request_timeout + Duration::from_millis(500), "{what}: {:?}", started.elapsed());
+    assert_eq!(l.stats().decisions_local, 0, "{what}: {:?}", l.stats());
+}
+
 #[test]
-fn without_the_ca_or_the_client_certificate_the_handshake_fails_within_the_timeout() {
+fn without_the_ca_or_the_client_certificate_the_handshake_fails_as_a_misconfiguration() {
     let s = tls_server();
     let ca = s.files.ca().display().to_string();
-    for (what, url) in [
-        ("public roots only: the server's issuer is unknown", s.url("")),
-        ("no client certificate: the server requires one", s.url(&format!("?tls_ca={ca}"))),
-    ] {
-        let l = Limiter::open(Some(&url), strict()).unwrap();
-        let started = Instant::now();
-        let e = l.acquire("tls", 3, 60_000, 1).unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::BackendUnavailable, "{what}: {e}");
-        assert!(started.elapsed() < Options::default().request_timeout + Duration::from_millis(500), "{what}: {:?}", started.elapsed());
-    }
+    refused_as_misconfiguration("public roots only: the server's issuer is unknown", &s.url(""));
+    refused_as_misconfiguration("no client certificate: the server requires one", &s.url(&format!("?tls_ca={ca}")));
+    refused_as_misconfiguration("a name the certificate does not cover", &format!("rediss://localhost:{}/?tls_ca={ca}", s.port));
     assert_eq!(dbsize(&s.server), 0, "nothing was written");
 }
 
@@ -94,7 +101,7 @@ fn bad_tls_parameters_are_refused_when_the_limiter_opens() {
         (s.url(&format!("?tls_cert={}", s.files.client_cert().display())), "go together"),
         (plain, "rediss://"),
         (format!("rediss+cluster://127.0.0.1:{}?tls_ca=", s.port), "`tls_ca` needs a file path"),
-        (format!("redis+sentinel://127.0.0.1:1/m?db=2"), "no query parameters"),
+        ("redis+sentinel://127.0.0.1:1/m?db=2".to_string(), "no query parameters"),
     ] {
         let e = Limiter::open(Some(&url), Options::default()).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{url}: {e}");
@@ -132,6 +139,7 @@ fn a_tls_cluster_decides_on_every_master_with_the_urls_certificates() {
         })
     });
     assert_eq!(l.stats().redis_errors, 0, "{:?}", l.stats());
+    refused_as_misconfiguration("Cluster, public roots only", &cluster.url());
 }
 
 #[test]
@@ -155,4 +163,5 @@ fn a_tls_sentinel_trio_leads_to_the_primary_with_the_urls_certificates() {
     };
     assert!(on_tls.iter().any(ours), "no decision arrived on the primary's TLS port: {on_tls:?}");
     wait_until("a heartbeat over TLS", Duration::from_secs(3), || l.stats().instances == 1);
+    refused_as_misconfiguration("Sentinel, public roots only", &trio.url());
 }

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use super::{Request, Verdict};
 use crate::clock::Clock;
+use crate::fork::ForkLocal;
 
 const SHARDS: usize = 16;
 const SWEEP_EVERY: u32 = 4096;
@@ -34,15 +35,31 @@ struct Shard {
     ops: u32,
 }
 
-#[derive(Debug)]
+struct Shards([Mutex<Shard>; SHARDS]);
+
+impl Default for Shards {
+    fn default() -> Self {
+        Shards(std::array::from_fn(|_| Mutex::default()))
+    }
+}
+
 pub(crate) struct MemoryBackend {
-    shards: Vec<Mutex<Shard>>,
+    /// Per fork generation: a forked child starts with empty windows (it is a new process, and
+    /// the memory backend is per process), and never waits on a shard lock that a parent thread
+    /// held at the instant of `fork()`.
+    shards: ForkLocal<Shards>,
     clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for MemoryBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryBackend").finish_non_exhaustive()
+    }
 }
 
 impl MemoryBackend {
     pub(crate) fn new(clock: Arc<dyn Clock>) -> Self {
-        MemoryBackend { shards: (0..SHARDS).map(|_| Mutex::default()).collect(), clock }
+        MemoryBackend { shards: ForkLocal::new(), clock }
     }
 
     fn shard(&self, key: &[u8]) -> std::sync::MutexGuard<'_, Shard> {
@@ -51,7 +68,7 @@ impl MemoryBackend {
         let i = (h.finish() as usize) % SHARDS;
         // A panic while holding a shard cannot leave a window half-updated in a way that matters
         // more than refusing service forever, so a poisoned lock is taken over.
-        self.shards[i].lock().unwrap_or_else(|p| p.into_inner())
+        self.shards.get().0[i].lock().unwrap_or_else(|p| p.into_inner())
     }
 
     pub(crate) fn decide(&self, req: &Request<'_>) -> Verdict {

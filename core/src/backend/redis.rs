@@ -17,7 +17,7 @@ use super::connection::{Conn, Connector};
 use super::topology;
 use super::{Request, Verdict};
 use crate::clock::Clock;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::limiter::Options;
 use crate::primaries::Primary;
 use crate::script::{parse_reply, HEARTBEAT, REPAIR, SLIDING_WINDOW};
@@ -133,7 +133,8 @@ impl RedisBackend {
     /// Who serves which slots, by run id (see `primaries.rs`). Standalone and Sentinel: the one
     /// primary. Cluster: each range of `CLUSTER SLOTS` with its master's run id, asked of that
     /// master by address; a master that does not answer (in half the request timeout) is left out
-    /// of the map.
+    /// of the map. A refused `INFO` (an ACL user without it) is an error (`Backend`) on every
+    /// topology: the caller cannot tell who is primary.
     pub(crate) async fn primaries(&self) -> Result<Vec<Primary>> {
         self.shared
             .bounded("INFO server", async {
@@ -155,8 +156,16 @@ impl RedisBackend {
                             // A frozen master must not hold up the others' answers (nor the
                             // recovery that waits for this map): it gets half the budget.
                             let info = cluster.route_command(redis::cmd("INFO").arg("server").clone(), route);
-                            let info = tokio::time::timeout(self.shared.request_timeout / 2, info).await;
-                            let run = info.ok().and_then(|r| r.ok()).and_then(|v| redis::from_redis_value::<String>(v).ok()).and_then(|s| run_id(&s));
+                            let info = match tokio::time::timeout(self.shared.request_timeout / 2, info).await {
+                                Ok(Ok(v)) => Some(v),
+                                Ok(Err(e)) => match Error::from(e) {
+                                    // Refused (no `INFO` permission): no master can be told apart.
+                                    e if e.kind() != ErrorKind::BackendUnavailable => return Err(e),
+                                    _ => None,
+                                },
+                                Err(_) => None,
+                            };
+                            let run = info.and_then(|v| redis::from_redis_value::<String>(v).ok()).and_then(|s| run_id(&s));
                             masters.push((addr, run));
                             masters.len() - 1
                         }
@@ -258,7 +267,7 @@ impl Shared {
     fn check<T>(&self, id: u64, r: redis::RedisResult<T>) -> Result<T> {
         r.map_err(|e| {
             let e = Error::from(e);
-            if e.kind() == crate::error::ErrorKind::BackendUnavailable {
+            if e.kind() == ErrorKind::BackendUnavailable {
                 self.connector.forget(id);
             }
             e

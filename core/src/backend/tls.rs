@@ -49,6 +49,30 @@ pub(crate) fn take(url: &str, tls: bool) -> Result<(String, Option<TlsCertificat
     Ok((rest, Some(TlsCertificates { client_tls, root_cert })))
 }
 
+/// How rustls words a failed handshake: a certificate the client does not trust (unknown CA,
+/// wrong name, expired), the server refusing ours (an alert: certificate required, unknown CA), or
+/// a peer that does not speak the same TLS. None of them is an outage: retrying or waiting does not
+/// fix them, so they reach the caller as `Backend` errors, like a wrong password, instead of
+/// sending the limiter local for good (see `error.rs`). A connection reset or timeout during the
+/// handshake stays an outage: it cannot be told apart from a server going away.
+const HANDSHAKE_FAILURES: [&str; 10] = [
+    "invalid peer certificate",
+    "received fatal alert",
+    "peer sent no certificates",
+    "peer is incompatible",
+    "peer misbehaved",
+    "received corrupt message",
+    "received unexpected message",
+    "received unexpected handshake message",
+    "cannot decrypt peer's message",
+    "invalid certificate revocation list",
+];
+
+/// Whether an error's text says the TLS handshake failed (a misconfiguration).
+pub(crate) fn handshake_failed(text: &str) -> bool {
+    HANDSHAKE_FAILURES.iter().any(|s| text.contains(s))
+}
+
 #[cfg(test)]
 mod tests {
     use super::take;

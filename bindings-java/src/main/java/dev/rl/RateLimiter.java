@@ -443,7 +443,7 @@ public final class RateLimiter implements AutoCloseable {
         /**
          * How many instances share each limit (1 to 1,000,000): the local budget is
          * {@code limit / instances}, rounded down. Default: discovered from the live instances'
-         * heartbeats in Redis (1 before any was seen).
+         * heartbeats in Redis (8, the design's fleet size, before any was seen).
          */
         public Builder instances(long n) {
             this.instances = n;
