@@ -4,19 +4,29 @@
 -- sliding_window.lua (header + closed buckets, oldest first).
 --
 --   KEYS[1]  the window's key (as in sliding_window.lua)
---   KEYS[2]  its repair marker, a HASH in the same slot: which repairs were applied, per epoch
+--   KEYS[2]  its repair marker, a HASH in the same slot: which repairs were applied. Fields:
+--              l:<token>     a local part was applied (kept across epochs, so a flush retried
+--                            after a failover is not applied twice; value: its newest bucket's
+--                            ms, and dropped at an epoch change once that left the window)
+--              epoch         the epoch the fields below belong to (reset when it changes)
+--              f:<instance>  this instance's failover part was applied
+--              s:<ms>        permits at ms that this epoch's repairs know were admitted: local
+--                            parts added and failover parts reported (a local part flushed
+--                            before its instance learnt of the epoch is reported again in that
+--                            instance's failover part: counted twice, an overcount, never under)
+--              c:<token>     a local part already applied is counted in s:
 --   ARGV[1]  'rl-repair-1'
 --   ARGV[2]  this instance's id
 --   ARGV[3]  pack('>dd', window_ms, ttl_ms)
 --   ARGV[4]  token of the local part ('' = none): permits this instance admitted while Redis was
---            away, which Redis never saw; added once per token (idempotent)
+--            away, which Redis never saw; added once per token, whatever the epoch (idempotent)
 --   ARGV[5]  the local part: pack('>dd', ms, permits) per bucket
 --   ARGV[6]  epoch of the failover part ('' = none): the new primary's run id
---   ARGV[7]  the failover part: buckets this instance saw Redis admit before the failover. A
---            bucket missing here was lost with the old primary (replication is asynchronous) and
---            is added back; one present was replicated and is left alone. Once per instance and
---            epoch (idempotent); a bucket that an earlier repair of this epoch made or touched
---            does not count as present (other instances may have lost permits in the same ms).
+--   ARGV[7]  the failover part: buckets this instance saw Redis admit before the failover, once
+--            per instance and epoch (idempotent). Replication is asynchronous, so the new primary
+--            may hold none or part of a bucket: each bucket is topped up to what the repairs of
+--            this epoch know was admitted at its ms (s:<ms>, the sum over instances), never
+--            lowered. When every instance with permits at that ms reports, it ends exact.
 --   reply    {permits added by the local part, permits added by the failover part}
 if ARGV[1] ~= 'rl-repair-1' or #ARGV ~= 7 then
   return redis.error_reply('rl repair: bad arguments')
@@ -47,9 +57,21 @@ local edge = now - window
 
 local epoch = ARGV[6]
 if epoch ~= '' and call('HGET', marker, 'epoch') ~= epoch then
-  call('DEL', marker)
+  -- A new epoch: what the old one knew is void, except which local parts were applied.
+  local fields = call('HGETALL', marker)
+  local stale = {}
+  for i = 1, #fields, 2 do
+    local f = fields[i]
+    if string.sub(f, 1, 2) ~= 'l:' or tonumber(fields[i + 1]) <= edge then
+      stale[#stale + 1] = f
+    end
+  end
+  for i = 1, #stale, 500 do
+    call('HDEL', marker, unpack(stale, i, math.min(i + 499, #stale)))
+  end
   call('HSET', marker, 'epoch', epoch)
 end
+local counting = call('HEXISTS', marker, 'epoch') == 1
 
 local function each(blob, f)
   for i = 1, #blob / 16 do
@@ -63,25 +85,51 @@ local function each(blob, f)
   end
 end
 
-local added_local, added_failover = 0, 0
-local token = ARGV[4]
-if token ~= '' and call('HSETNX', marker, 'l:' .. token, '1') == 1 then
-  each(ARGV[5], function(bt, bc)
-    buckets[bt] = (buckets[bt] or 0) + bc
-    added_local = added_local + bc
-    if epoch ~= '' then
-      call('HSET', marker, format('t:%d', bt), '1')
+local function newest(blob)
+  local m = 0
+  for i = 1, #blob / 16 do
+    local bt = sunpack('>dd', blob, (i - 1) * 16 + 1)
+    if bt > m then
+      m = bt
     end
-  end)
+  end
+  return m
+end
+
+-- Raises a bucket to what this epoch's repairs know was admitted at its ms.
+local added_local, added_failover = 0, 0
+local function top_up(bt, known)
+  local have = buckets[bt] or 0
+  if have < known then
+    buckets[bt] = known
+    added_failover = added_failover + known - have
+  end
+end
+
+local token = ARGV[4]
+if token ~= '' then
+  if call('HSETNX', marker, 'l:' .. token, format('%d', newest(ARGV[5]))) == 1 then
+    each(ARGV[5], function(bt, bc)
+      buckets[bt] = (buckets[bt] or 0) + bc
+      added_local = added_local + bc
+      if counting then
+        call('HINCRBY', marker, format('s:%d', bt), format('%d', bc))
+      end
+    end)
+    if counting then
+      call('HSET', marker, 'c:' .. token, '1')
+    end
+  elseif counting and call('HSETNX', marker, 'c:' .. token, '1') == 1 then
+    -- Applied before this epoch began, and the new primary has it (it holds the token): the
+    -- permits are in its buckets, and this epoch's count must know them too.
+    each(ARGV[5], function(bt, bc)
+      top_up(bt, call('HINCRBY', marker, format('s:%d', bt), format('%d', bc)))
+    end)
+  end
 end
 if epoch ~= '' and call('HSETNX', marker, 'f:' .. instance, '1') == 1 then
   each(ARGV[7], function(bt, bc)
-    local tf = format('t:%d', bt)
-    if buckets[bt] == nil or call('HEXISTS', marker, tf) == 1 then
-      buckets[bt] = (buckets[bt] or 0) + bc
-      added_failover = added_failover + bc
-      call('HSET', marker, tf, '1')
-    end
+    top_up(bt, call('HINCRBY', marker, format('s:%d', bt), format('%d', bc)))
   end)
 end
 call('PEXPIRE', marker, format('%d', 2 * ttl))

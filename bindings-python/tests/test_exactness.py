@@ -53,6 +53,15 @@ def check(admitted: List[Tuple[int, int]], offered: int) -> None:
     assert span >= WINDOW_MS, "the run must cover more than one window"
 
 
+def join_all(threads: List[threading.Thread], timeout_s: float) -> None:
+    """Joins every thread within `timeout_s` in all; one still running is a hung call, a failure."""
+    deadline = time.monotonic() + timeout_s
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
+    hung = [t.name for t in threads if t.is_alive()]
+    assert not hung, f"threads still running after {timeout_s} s: {hung}"
+
+
 def test_16_threads_one_key(redis_url: str, key: str) -> None:
     lim = rl.Limiter(redis_url, **STRICT)
     n, interval = offered_schedule(16)
@@ -81,8 +90,7 @@ def test_16_threads_one_key(redis_url: str, key: str) -> None:
     ts = [threading.Thread(target=worker) for _ in range(16)]
     for t in ts:
         t.start()
-    for t in ts:
-        t.join(60)
+    join_all(ts, 60)
     assert not failures, failures
     check(admitted, 16 * n)
 
@@ -116,17 +124,22 @@ def test_mixed_costs_from_threads_and_tasks_at_once(redis_url: str, key: str) ->
     admitted: List[Tuple[int, int]] = []
     lock = threading.Lock()
     deadline = time.monotonic() + WINDOW_MS * WINDOWS / 1000
+    failures: List[BaseException] = []
 
     def worker(seed: int) -> None:
-        lim = rl.Limiter(redis_url, **STRICT)
-        i = seed
-        while time.monotonic() < deadline:
-            cost = 1 + i % 3
-            i += 1
-            d = lim.acquire(key, LIMIT, WINDOW_MS, cost)
-            if d.allowed:
-                with lock:
-                    admitted.append((d.now_ms, cost))
+        try:
+            lim = rl.Limiter(redis_url, **STRICT)
+            i = seed
+            while time.monotonic() < deadline:
+                cost = 1 + i % 3
+                i += 1
+                d = lim.acquire(key, LIMIT, WINDOW_MS, cost)
+                if d.allowed:
+                    with lock:
+                        admitted.append((d.now_ms, cost))
+        except BaseException as e:  # surfaced below: a thread's exception does not fail a test
+            with lock:
+                failures.append(e)
 
     async def tasks() -> None:
         lim = rl.AsyncLimiter(redis_url, **STRICT)
@@ -146,7 +159,7 @@ def test_mixed_costs_from_threads_and_tasks_at_once(redis_url: str, key: str) ->
     for t in ts:
         t.start()
     asyncio.run(tasks())
-    for t in ts:
-        t.join(30)
+    join_all(ts, 30)
+    assert not failures, failures
     worst = max_in_any_window(admitted, WINDOW_MS)
     assert LIMIT - 2 <= worst <= LIMIT, worst

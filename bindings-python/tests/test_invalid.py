@@ -4,7 +4,6 @@ to Redis (checked on a private server: no key, no script call, not even a connec
 from __future__ import annotations
 
 import asyncio
-import math
 from typing import Any, Callable, List, Tuple
 
 import pytest
@@ -135,16 +134,15 @@ def test_index_types_are_ints_but_bool_is_not() -> None:
         pass
 
     assert lim.acquire("k", MyInt(7), 1000).used == 2
-    with pytest.raises(rl.InvalidArgumentType):
+    with pytest.raises(rl.InvalidArgumentType, match="`limit`: is False, a bool"):
         lim.acquire("k", False, 1000)
-    assert not math.isnan(0.0)
 
 
 def test_exceptions_pickle_with_their_argument() -> None:
     import pickle
 
-    try:
+    with pytest.raises(rl.InvalidArgument) as info:
         rl.Limiter().acquire("k", -1, 1000)
-    except rl.InvalidArgument as e:
-        again = pickle.loads(pickle.dumps(e))
-        assert type(again) is rl.InvalidArgument and again.argument == "limit" and str(again) == str(e)
+    e = info.value
+    again = pickle.loads(pickle.dumps(e))
+    assert type(again) is rl.InvalidArgument and again.argument == "limit" and str(again) == str(e)

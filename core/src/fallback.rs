@@ -163,8 +163,9 @@ impl RedisPath {
                     let rtt = started.elapsed();
                     let slow_too_long = self.health.observe(started, rtt);
                     self.learn_offset(v.now_ms, rtt);
-                    if self.fallback && req.consume && v.allowed {
-                        self.ledger.record(redis_key, req.window_ms, v.now_ms, req.cost);
+                    if self.fallback {
+                        let admitted = if req.consume && v.allowed { req.cost } else { 0 };
+                        self.ledger.record(redis_key, req.window_ms, v.now_ms, admitted, v.used);
                     }
                     self.health.counters.normal.fetch_add(1, Ordering::Relaxed);
                     if slow_too_long && self.fallback && self.health.to_local("Redis round trips above degrade_rtt for degrade_after") {
@@ -234,7 +235,7 @@ impl RedisPath {
     fn decide_local(&self, req: &Request<'_>, redis_key: &[u8]) -> (Verdict, Mode, u64) {
         let budget = req.limit / self.instances();
         self.health.counters.local.fetch_add(1, Ordering::Relaxed);
-        let v = self.ledger.decide(redis_key, req.window_ms, budget, req.cost, req.consume, self.local_now());
+        let v = self.ledger.decide(redis_key, req.window_ms, req.limit, budget, req.cost, req.consume, self.local_now());
         (v, Mode::Local, budget)
     }
 

@@ -8,15 +8,23 @@
 //! a fresh budget on top of a full one. Permits admitted locally are written back into Redis
 //! before the limiter returns to `normal` (`fleet.rs`, `lua/repair.lua`).
 //!
-//! Bounded however many keys arrive: at most `max_keys` keys (least recently used ones are
-//! forgotten) and at most `MAX_ENTRIES` buckets per key (the oldest merge into their successor,
-//! which only ever keeps permits counted longer, never shorter).
+//! It also keeps, per key, what the other instances held in the window as of the last Redis
+//! reply (that reply's `used` minus this instance's own permits, counted as if all admitted at
+//! the reply's time, so they leave the window no sooner than they really do): a local decision
+//! never lets this instance's permits plus those exceed the limit, so a window Redis had filled
+//! is not filled again by the instances that carried little of it (see the README's bound).
+//!
+//! Bounded however many keys arrive: at most `max_keys` keys and at most `MAX_ENTRIES` buckets
+//! per key (the oldest merge into a successor of the same generation, which only ever keeps
+//! permits counted longer, never shorter). A key holding local permits not yet written to Redis
+//! is never forgotten: keys Redis knows all about are forgotten least recently used first, and
+//! when a shard holds only keys with unwritten permits a new key is denied locally until a flush
+//! writes some back. Those keys are counted, so "anything to flush?" costs nothing.
 
 use std::collections::hash_map::DefaultHasher;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
-use std::num::NonZeroUsize;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use lru::LruCache;
@@ -39,34 +47,129 @@ struct Entry {
 struct KeyLog {
     window_ms: u64,
     entries: VecDeque<Entry>,
+    /// Entries with `gen != 0`.
+    local: usize,
+    /// Permits in `entries`, and those of them Redis has (`gen` 0): kept, not summed per call.
+    sum: u64,
+    redis: u64,
+    /// The other instances' permits in the window at the last Redis reply: (its time, permits).
+    others: Option<(u64, u64)>,
 }
 
 impl KeyLog {
+    fn new(window_ms: u64) -> Self {
+        KeyLog { window_ms, entries: VecDeque::new(), local: 0, sum: 0, redis: 0, others: None }
+    }
+
     fn prune(&mut self, now: u64) {
         let edge = now.saturating_sub(self.window_ms);
-        while self.entries.front().is_some_and(|e| e.ms <= edge) {
+        while let Some(e) = self.entries.front().filter(|e| e.ms <= edge) {
+            self.local -= usize::from(e.gen != 0);
+            self.sum -= e.permits;
+            self.redis -= if e.gen == 0 { e.permits } else { 0 };
             self.entries.pop_front();
         }
     }
 
     fn push(&mut self, e: Entry) {
+        self.sum += e.permits;
+        self.redis += if e.gen == 0 { e.permits } else { 0 };
         if let Some(last) = self.entries.back_mut() {
             if last.ms == e.ms && last.gen == e.gen {
                 last.permits += e.permits;
                 return;
             }
         }
+        self.local += usize::from(e.gen != 0);
         self.entries.push_back(e);
         if self.entries.len() > MAX_ENTRIES {
-            let first = self.entries.pop_front().expect("over the cap");
-            let second = self.entries.front_mut().expect("over the cap");
+            // Merge a pair of the same generation, so that a flush neither resends permits Redis
+            // has nor misses local ones. Only if every neighbour differs (never seen: local and
+            // Redis admissions do not interleave bucket by bucket) the oldest two merge into the
+            // newer generation, which can only count permits twice, never drop them.
+            let i = (0..self.entries.len() - 1).find(|&i| self.entries[i].gen == self.entries[i + 1].gen).unwrap_or(0);
+            let first = self.entries.remove(i).expect("over the cap");
+            let second = &mut self.entries[i];
+            if first.gen != 0 && second.gen != 0 {
+                self.local -= 1;
+            } else if first.gen != second.gen {
+                // The Redis half becomes local.
+                self.redis -= if first.gen == 0 { first.permits } else { second.permits };
+            }
             second.permits += first.permits;
             second.gen = second.gen.max(first.gen);
         }
     }
 
     fn used(&self) -> u64 {
-        self.entries.iter().map(|e| e.permits).sum()
+        self.sum
+    }
+
+    #[cfg(test)]
+    fn consistent(&self) -> bool {
+        self.sum == self.entries.iter().map(|e| e.permits).sum::<u64>()
+            && self.redis == self.entries.iter().filter(|e| e.gen == 0).map(|e| e.permits).sum::<u64>()
+            && self.local == self.entries.iter().filter(|e| e.gen != 0).count()
+    }
+
+    /// The other instances' permits still in the window at `now`.
+    fn others(&self, now: u64) -> u64 {
+        self.others.filter(|&(t, _)| t + self.window_ms > now).map_or(0, |(_, n)| n)
+    }
+
+    /// How long until `need` of this instance's permits have left the window (0: none need to).
+    fn frees(&self, need: u64, now: u64) -> Option<u64> {
+        if need == 0 {
+            return Some(0);
+        }
+        let mut freed = 0;
+        self.entries.iter().find_map(|e| {
+            freed += e.permits;
+            (freed >= need).then(|| (e.ms + self.window_ms).saturating_sub(now))
+        })
+    }
+}
+
+/// One shard's keys: the ones Redis knows all about, forgotten least recently used first, and
+/// the ones holding local permits not yet written to Redis, kept until a flush writes them.
+struct Shard {
+    clean: LruCache<Vec<u8>, KeyLog>,
+    dirty: HashMap<Vec<u8>, KeyLog>,
+    cap: usize,
+}
+
+impl Shard {
+    /// The key's log, made if `create` and there is room (made by forgetting a clean key).
+    fn log(&mut self, key: &[u8], window_ms: u64, create: bool) -> Option<&mut KeyLog> {
+        if self.dirty.contains_key(key) {
+            return self.dirty.get_mut(key);
+        }
+        if self.clean.contains(key) {
+            return self.clean.get_mut(key);
+        }
+        if !create {
+            return None;
+        }
+        if self.clean.len() + self.dirty.len() >= self.cap && self.clean.pop_lru().is_none() {
+            return None;
+        }
+        Some(self.clean.get_or_insert_mut(key.to_vec(), || KeyLog::new(window_ms)))
+    }
+
+    /// Moves `key` to the map its state calls for; returns the change in dirty keys.
+    fn settle(&mut self, key: &[u8]) -> isize {
+        if let Some(log) = self.dirty.get(key) {
+            if log.local == 0 {
+                let (k, v) = self.dirty.remove_entry(key).expect("present");
+                self.clean.put(k, v);
+                return -1;
+            }
+        } else if self.clean.peek(key).is_some_and(|l| l.local > 0) {
+            let (k, v) = self.clean.pop_entry(key).expect("present");
+            self.dirty.insert(k, v);
+            return 1;
+        }
+        0
     }
 }
 
@@ -82,50 +185,78 @@ pub(crate) struct Pending {
 }
 
 pub(crate) struct Ledger {
-    shards: Box<[Mutex<LruCache<Vec<u8>, KeyLog>>]>,
+    shards: Box<[Mutex<Shard>]>,
     /// The generation new local permits get; a flush takes the ones below it.
     gen: AtomicU32,
+    /// Keys holding local permits not yet written to Redis.
+    dirty: AtomicUsize,
 }
 
 impl Ledger {
     pub(crate) fn new(max_keys: usize) -> Self {
-        let per_shard = NonZeroUsize::new(max_keys.div_ceil(SHARDS).max(1)).expect("at least 1");
-        Ledger { shards: (0..SHARDS).map(|_| Mutex::new(LruCache::new(per_shard))).collect(), gen: AtomicU32::new(1) }
+        let cap = max_keys.div_ceil(SHARDS).max(1);
+        let shard = || Mutex::new(Shard { clean: LruCache::unbounded(), dirty: HashMap::new(), cap });
+        Ledger { shards: (0..SHARDS).map(|_| shard()).collect(), gen: AtomicU32::new(1), dirty: AtomicUsize::new(0) }
     }
 
-    fn shard(&self, key: &[u8]) -> std::sync::MutexGuard<'_, LruCache<Vec<u8>, KeyLog>> {
+    fn shard(&self, key: &[u8]) -> std::sync::MutexGuard<'_, Shard> {
         let mut h = DefaultHasher::new();
         key.hash(&mut h);
         self.shards[h.finish() as usize % SHARDS].lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Records permits Redis admitted at `ms` (its time).
-    pub(crate) fn record(&self, key: &[u8], window_ms: u64, ms: u64, permits: u64) {
+    fn settle(&self, shard: &mut Shard, key: &[u8]) {
+        match shard.settle(key) {
+            1 => self.dirty.fetch_add(1, Ordering::AcqRel),
+            -1 => self.dirty.fetch_sub(1, Ordering::AcqRel),
+            _ => 0,
+        };
+    }
+
+    /// Records a Redis reply at `ms` (its time): `admitted` permits for this instance (0 for a
+    /// denial or a peek), and `used`, what the window held after it.
+    pub(crate) fn record(&self, key: &[u8], window_ms: u64, ms: u64, admitted: u64, used: u64) {
         let mut shard = self.shard(key);
-        let log = match shard.get_mut(key) {
-            Some(l) => l,
-            None => shard.get_or_insert_mut(key.to_vec(), || KeyLog { window_ms, entries: VecDeque::new() }),
+        let Some(log) = shard.log(key, window_ms, true) else {
+            return;
         };
         log.window_ms = window_ms;
         // Out-of-order completions (coalesced batches) can bring an older time: count it at the
         // newest, which keeps it in the window at least as long.
         let ms = log.entries.back().map_or(ms, |b| b.ms.max(ms));
         log.prune(ms);
-        log.push(Entry { ms, permits, gen: 0 });
+        if admitted > 0 {
+            log.push(Entry { ms, permits: admitted, gen: 0 });
+        }
+        if log.others.is_none_or(|(t, _)| t <= ms) {
+            log.others = Some((ms, used.saturating_sub(log.redis)));
+        }
+        self.settle(&mut shard, key);
     }
 
-    /// Decides locally at `now` (estimated Redis time) against `budget`, this instance's share.
-    pub(crate) fn decide(&self, key: &[u8], window_ms: u64, budget: u64, cost: u64, consume: bool, now: u64) -> Verdict {
+    /// Decides locally at `now` (estimated Redis time): this instance's permits within `budget`,
+    /// its share, and with the other instances' last seen within `limit`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn decide(&self, key: &[u8], window_ms: u64, limit: u64, budget: u64, cost: u64, consume: bool, now: u64) -> Verdict {
         let mut shard = self.shard(key);
-        let log = match shard.get_mut(key) {
-            Some(l) => l,
-            None => shard.get_or_insert_mut(key.to_vec(), || KeyLog { window_ms, entries: VecDeque::new() }),
+        let Some(log) = shard.log(key, window_ms, consume) else {
+            if !consume {
+                let allowed = cost <= budget;
+                return Verdict { allowed, used: 0, retry_after_ms: if allowed { 0 } else { window_ms }, reset_after_ms: 0, now_ms: now };
+            }
+            // Every key of this shard holds permits Redis has not seen yet: admitting one more
+            // key would mean forgetting some. Denied until a flush writes them back.
+            return Verdict { allowed: false, used: budget, retry_after_ms: window_ms, reset_after_ms: window_ms, now_ms: now };
         };
         log.window_ms = window_ms;
         let now = log.entries.back().map_or(now, |b| b.ms.max(now));
         log.prune(now);
         let used = log.used();
-        if used + cost <= budget {
+        let others = log.others(now);
+        // What counts against the budget: own permits, and the others' beyond the limit's room
+        // for the other shares.
+        let counted = |used: u64| used + others.saturating_sub(limit.saturating_sub(budget));
+        if used + cost <= budget && used + others + cost <= limit {
             let used = if consume {
                 log.push(Entry { ms: now, permits: cost, gen: self.gen.load(Ordering::Acquire) });
                 used + cost
@@ -133,35 +264,62 @@ impl Ledger {
                 used
             };
             let reset = if used == 0 { 0 } else { log.entries.back().map_or(0, |b| b.ms + window_ms - now) };
-            return Verdict { allowed: true, used, retry_after_ms: 0, reset_after_ms: reset, now_ms: now };
+            let v = Verdict { allowed: true, used: counted(used), retry_after_ms: 0, reset_after_ms: reset, now_ms: now };
+            self.settle(&mut shard, key);
+            return v;
         }
-        // When the same request fits: after enough of the oldest buckets leave the window.
-        let mut freed = 0;
-        let mut retry = window_ms;
-        if cost <= budget {
-            for e in &log.entries {
-                freed += e.permits;
-                if used - freed + cost <= budget {
-                    retry = e.ms + window_ms - now;
-                    break;
-                }
-            }
-        }
+        // When the same request fits: once enough of the oldest permits leave the window for the
+        // budget, and for the limit (or the others' permits left).
+        let retry = if cost > budget || cost > limit {
+            window_ms
+        } else {
+            let for_budget = log.frees((used + cost).saturating_sub(budget), now).unwrap_or(window_ms);
+            let others_leave = log.others.map_or(0, |(t, _)| (t + window_ms).saturating_sub(now));
+            let for_limit = log.frees((used + others + cost).saturating_sub(limit), now).map_or(others_leave, |t| t.min(others_leave));
+            for_budget.max(for_limit).max(1)
+        };
         let reset = log.entries.back().map_or(0, |b| b.ms + window_ms - now);
-        Verdict { allowed: false, used, retry_after_ms: retry, reset_after_ms: reset, now_ms: now }
+        let v = Verdict { allowed: false, used: counted(used), retry_after_ms: retry, reset_after_ms: reset, now_ms: now };
+        self.settle(&mut shard, key); // its last local permits may have left the window
+        v
     }
 
     pub(crate) fn forget(&self, key: &[u8]) {
-        self.shard(key).pop(key);
+        let mut shard = self.shard(key);
+        if shard.dirty.remove(key).is_some() {
+            self.dirty.fetch_sub(1, Ordering::AcqRel);
+        }
+        shard.clean.pop(key);
     }
 
     pub(crate) fn keys(&self) -> usize {
-        self.shards.iter().map(|s| s.lock().unwrap_or_else(|p| p.into_inner()).len()).sum()
+        self.shards
+            .iter()
+            .map(|s| {
+                let s = s.lock().unwrap_or_else(|p| p.into_inner());
+                s.clean.len() + s.dirty.len()
+            })
+            .sum()
     }
 
-    /// Whether any locally admitted permits still wait to be written to Redis.
+    /// Whether every key's kept counts match its buckets, and its map its state.
+    #[cfg(test)]
+    fn consistent(&self) -> bool {
+        self.shards.iter().all(|s| {
+            let s = s.lock().unwrap();
+            s.clean.iter().all(|(_, l)| l.consistent() && l.local == 0) && s.dirty.values().all(|l| l.consistent() && l.local > 0)
+        }) && self.local_keys() == self.shards.iter().map(|s| s.lock().unwrap().dirty.len()).sum::<usize>()
+    }
+
+    /// Keys holding locally admitted permits that still wait to be written to Redis.
+    pub(crate) fn local_keys(&self) -> usize {
+        self.dirty.load(Ordering::Acquire)
+    }
+
+    /// Whether any locally admitted permits still wait to be written to Redis: a counter, read
+    /// once a second by the background task without taking a lock.
     pub(crate) fn has_local(&self) -> bool {
-        self.shards.iter().any(|s| s.lock().unwrap_or_else(|p| p.into_inner()).iter().any(|(_, l)| l.entries.iter().any(|e| e.gen != 0)))
+        self.local_keys() > 0
     }
 
     /// Starts a flush: local permits admitted from now on get a newer generation, so
@@ -172,11 +330,24 @@ impl Ledger {
 
     /// What a flush of generation `upto` sends: per key, the local buckets of generations
     /// `1..=upto` still in the window at `now`, and (for a failover repair) the Redis-admitted ones.
+    /// Keys whose local permits all left the window count as written.
     pub(crate) fn pending(&self, upto: u32, now: u64, with_admitted: bool) -> Vec<Pending> {
         let mut out = Vec::new();
         for s in self.shards.iter() {
-            let s = s.lock().unwrap_or_else(|p| p.into_inner());
-            for (key, log) in s.iter() {
+            let mut s = s.lock().unwrap_or_else(|p| p.into_inner());
+            let mut expired = Vec::new();
+            for (k, l) in s.dirty.iter_mut() {
+                l.prune(l.entries.back().map_or(now, |b| b.ms.max(now)));
+                if l.local == 0 {
+                    expired.push(k.clone());
+                }
+            }
+            for k in expired {
+                self.settle(&mut s, &k);
+            }
+            let logs: Box<dyn Iterator<Item = (&Vec<u8>, &KeyLog)>> =
+                if with_admitted { Box::new(s.dirty.iter().chain(s.clean.iter())) } else { Box::new(s.dirty.iter()) };
+            for (key, log) in logs {
                 let edge = now.saturating_sub(log.window_ms);
                 let live = log.entries.iter().filter(|e| e.ms > edge);
                 let local: Vec<_> = live.clone().filter(|e| e.gen != 0 && e.gen <= upto).map(|e| (e.ms, e.permits)).collect();
@@ -191,13 +362,17 @@ impl Ledger {
 
     /// Marks `key`'s local permits of generations `1..=upto` as written to Redis.
     pub(crate) fn flushed(&self, key: &[u8], upto: u32) {
-        if let Some(log) = self.shard(key).peek_mut(key) {
+        let mut shard = self.shard(key);
+        if let Some(log) = shard.dirty.get_mut(key) {
             for e in log.entries.iter_mut() {
                 if e.gen != 0 && e.gen <= upto {
                     e.gen = 0;
+                    log.local -= 1;
+                    log.redis += e.permits;
                 }
             }
         }
+        self.settle(&mut shard, key);
     }
 }
 
@@ -208,41 +383,144 @@ mod tests {
     #[test]
     fn local_budget_counts_what_redis_admitted() {
         let l = Ledger::new(100);
-        l.record(b"k", 1000, 10_000, 7);
-        let v = l.decide(b"k", 1000, 10, 3, true, 10_100);
+        l.record(b"k", 1000, 10_000, 7, 7);
+        let v = l.decide(b"k", 1000, 40, 10, 3, true, 10_100);
         assert!(v.allowed);
         assert_eq!(v.used, 10);
-        let v = l.decide(b"k", 1000, 10, 1, true, 10_200);
+        let v = l.decide(b"k", 1000, 40, 10, 1, true, 10_200);
         assert!(!v.allowed);
         assert_eq!(v.retry_after_ms, 800, "the 7 admitted at 10000 leave at 11000");
-        assert!(l.decide(b"k", 1000, 10, 1, true, 11_000).allowed, "window is (now-W, now]");
+        assert!(l.decide(b"k", 1000, 40, 10, 1, true, 11_000).allowed, "window is (now-W, now]");
+    }
+
+    #[test]
+    fn local_decisions_count_what_the_others_held_at_the_last_reply() {
+        let l = Ledger::new(100);
+        // Redis admitted 1 for this instance; the window then held 95 of 100: 94 are the others'.
+        l.record(b"k", 1000, 10_000, 1, 95);
+        let v = l.decide(b"k", 1000, 100, 25, 1, true, 10_100);
+        assert!(v.allowed && v.used == 21, "own 2, and 94 - 75 of the others' beyond the other shares: {v:?}");
+        for _ in 0..4 {
+            assert!(l.decide(b"k", 1000, 100, 25, 1, true, 10_100).allowed);
+        }
+        let v = l.decide(b"k", 1000, 100, 25, 1, true, 10_200);
+        assert!(!v.allowed && v.used == 25, "own 6 + others 94 + 1 > 100, though 6 < the budget 25: {v:?}");
+        assert_eq!(v.retry_after_ms, 800, "the others' permits leave by 11000 at the latest");
+        assert!(l.decide(b"k", 1000, 100, 25, 1, true, 11_000).allowed);
+        // A denial's reply tells too: the window held 100 at 12000, none of them this instance's.
+        l.record(b"j", 1000, 12_000, 0, 100);
+        assert!(!l.decide(b"j", 1000, 100, 25, 1, true, 12_500).allowed);
+        assert!(!l.decide(b"j", 1000, 100, 25, 1, false, 12_500).allowed, "a peek sees the same");
+        assert!(l.consistent());
     }
 
     #[test]
     fn keys_are_bounded() {
         let l = Ledger::new(64);
         for i in 0..10_000u32 {
-            l.record(&i.to_be_bytes(), 1000, 1, 1);
+            l.record(&i.to_be_bytes(), 1000, 1, 1, 1);
         }
         assert!(l.keys() <= 64 + SHARDS, "{} keys kept", l.keys());
+    }
+
+    #[test]
+    fn keys_with_unwritten_permits_are_never_forgotten() {
+        let l = Ledger::new(SHARDS); // one key per shard
+        let (mut admitted, mut denied) = (Vec::new(), 0);
+        for i in 0..1000u32 {
+            let key = i.to_be_bytes();
+            if l.decide(&key, 1000, 10, 10, 1, true, 100).allowed {
+                admitted.push(key);
+            } else {
+                denied += 1;
+            }
+        }
+        assert_eq!(admitted.len(), SHARDS, "one key per shard, then denials");
+        assert_eq!((denied, l.keys(), l.local_keys()), (1000 - SHARDS, SHARDS, SHARDS));
+        // A Redis reply for a new key does not push one out either.
+        l.record(b"new", 1000, 100, 1, 1);
+        assert_eq!(l.keys(), SHARDS);
+        let g = l.begin_flush();
+        let p = l.pending(g, 100, false);
+        assert_eq!(p.len(), SHARDS, "every admitted key is written back");
+        assert!(p.iter().all(|p| p.local == vec![(100, 1)]));
+        for key in &admitted {
+            l.flushed(key, g);
+        }
+        assert_eq!(l.local_keys(), 0);
+        // Written back, they may go: a new key now has room.
+        assert!(l.decide(b"later", 1000, 10, 10, 1, true, 200).allowed);
+        assert_eq!(l.keys(), SHARDS);
+        assert!(l.consistent());
+    }
+
+    #[test]
+    fn the_count_of_keys_to_flush_follows_every_change() {
+        let l = Ledger::new(SHARDS);
+        l.record(b"a", 1000, 100, 1, 1);
+        assert_eq!((l.local_keys(), l.has_local()), (0, false), "after a Redis admission");
+        assert!(l.decide(b"a", 1000, 10, 10, 1, true, 150).allowed);
+        assert_eq!((l.local_keys(), l.has_local()), (1, true), "after a local admission");
+        assert!(l.decide(b"a", 1000, 10, 10, 1, true, 160).allowed);
+        assert!(l.decide(b"a", 1000, 10, 10, 1, false, 170).allowed);
+        assert_eq!(l.local_keys(), 1, "same key, and a peek adds nothing");
+        let g = l.begin_flush();
+        assert!(l.decide(b"b", 1000, 10, 10, 1, true, 180).allowed);
+        assert_eq!(l.local_keys(), 2);
+        l.flushed(b"a", g);
+        assert_eq!(l.local_keys(), 1, "after a flush");
+        l.flushed(b"b", g);
+        assert_eq!(l.local_keys(), 1, "b's permit came after the flush began");
+        // Permits that left the window unwritten need no writing: the next flush drops them.
+        assert!(l.pending(l.begin_flush(), 5000, false).is_empty());
+        assert_eq!((l.local_keys(), l.has_local()), (0, false), "after they expired");
+        // Eviction: a clean key goes, and the count stays.
+        for i in 0..(SHARDS as u32 * 8) {
+            l.record(&i.to_be_bytes(), 1000, 6000, 1, 1);
+        }
+        assert!(l.decide(b"c", 1000, 10, 10, 1, true, 6000).allowed);
+        for i in 0..(SHARDS as u32 * 8) {
+            l.record(&(i + 1000).to_be_bytes(), 1000, 6000, 1, 1);
+        }
+        assert_eq!(l.local_keys(), 1, "after evictions");
+        l.forget(b"c");
+        assert_eq!(l.local_keys(), 0, "after forget");
+        assert!(l.consistent());
     }
 
     #[test]
     fn entries_per_key_are_bounded_and_keep_their_permits() {
         let l = Ledger::new(1);
         for ms in 0..(MAX_ENTRIES as u64 * 3) {
-            l.record(b"k", 1_000_000, ms + 1, 1);
+            l.record(b"k", 1_000_000, ms + 1, 1, 0);
         }
-        let v = l.decide(b"k", 1_000_000, u64::MAX / 2, 1, false, MAX_ENTRIES as u64 * 3);
+        let v = l.decide(b"k", 1_000_000, u64::MAX / 2, u64::MAX / 2, 1, false, MAX_ENTRIES as u64 * 3);
         assert_eq!(v.used, MAX_ENTRIES as u64 * 3);
+        assert!(l.consistent());
+    }
+
+    #[test]
+    fn merging_buckets_keeps_local_and_redis_permits_apart() {
+        let l = Ledger::new(1);
+        for ms in 1..=MAX_ENTRIES as u64 {
+            l.record(b"k", 1_000_000, ms, 1, 0);
+        }
+        // Local permits, one bucket each: every push merges the oldest two, all Redis's.
+        for ms in 1..=100u64 {
+            assert!(l.decide(b"k", 1_000_000, u64::MAX / 2, u64::MAX / 2, 1, true, MAX_ENTRIES as u64 + ms).allowed);
+        }
+        let p = l.pending(l.begin_flush(), MAX_ENTRIES as u64 + 100, true);
+        assert_eq!(p[0].local.iter().map(|b| b.1).sum::<u64>(), 100, "exactly the local permits are sent as local");
+        assert_eq!(p[0].admitted.iter().map(|b| b.1).sum::<u64>(), MAX_ENTRIES as u64);
+        assert!(l.consistent());
     }
 
     #[test]
     fn a_flush_marks_exactly_what_it_sent() {
         let l = Ledger::new(10);
-        assert!(l.decide(b"k", 1000, 10, 2, true, 100).allowed);
+        assert!(l.decide(b"k", 1000, 10, 10, 2, true, 100).allowed);
         let g = l.begin_flush();
-        assert!(l.decide(b"k", 1000, 10, 3, true, 100).allowed, "same ms, newer generation");
+        assert!(l.decide(b"k", 1000, 10, 10, 3, true, 100).allowed, "same ms, newer generation");
         let p = l.pending(g, 100, false);
         assert_eq!(p[0].local, vec![(100, 2)]);
         l.flushed(b"k", g);
@@ -251,5 +529,6 @@ mod tests {
         assert_eq!(l.pending(g2, 100, false)[0].local, vec![(100, 3)]);
         l.flushed(b"k", g2);
         assert!(!l.has_local());
+        assert!(l.consistent());
     }
 }

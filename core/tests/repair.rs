@@ -70,15 +70,57 @@ fn the_failover_part_adds_only_the_buckets_the_new_primary_lacks() {
 }
 
 #[test]
+fn a_partly_replicated_bucket_is_topped_up_to_what_the_instances_saw() {
+    let server = server();
+    let l = blocking_with(&server, strict());
+    let key = l.redis_key("p");
+    // The new primary got 2 of the permits admitted at t (replication stopped mid-bucket); this
+    // instance saw 5 admitted there, another one 4.
+    let t = l.acquire("p", 100, 60_000, 2).unwrap().now_ms;
+    assert_eq!(repair(&server, &key, "a", "", &[], "run-2", &[(t, 5)]), (0, 3), "topped up from 2 to the 5 a saw");
+    assert_eq!(repair(&server, &key, "b", "", &[], "run-2", &[(t, 4)]), (0, 4), "b's 4 are not among a's 5");
+    assert_eq!(l.peek("p", 100, 60_000).unwrap().used, 9);
+    // A bucket the new primary holds in full gets nothing.
+    let u = l.acquire("p", 100, 60_000, 6).unwrap().now_ms;
+    assert_eq!(repair(&server, &key, "c", "", &[], "run-2", &[(u, 6)]), (0, 0));
+}
+
+#[test]
+fn a_flush_whose_reply_was_lost_adds_nothing_when_retried_after_a_failover() {
+    let server = server();
+    let l = blocking_with(&server, strict());
+    let key = l.redis_key("r");
+    let now = l.acquire("r", 100, 60_000, 1).unwrap().now_ms;
+    let local = [(now - 10, 3), (now - 5, 4)];
+    // Applied on a primary of epoch run-1 (which replicated it), reply lost; the retry reaches
+    // the new primary run-2 under the same token.
+    assert_eq!(repair(&server, &key, "a", "a:7", &local, "run-1", &[]), (7, 0));
+    assert_eq!(repair(&server, &key, "a", "a:7", &local, "run-2", &[(now, 1)]), (0, 0), "the retried flush adds nothing");
+    assert_eq!(l.peek("r", 100, 60_000).unwrap().used, 8);
+    // The new epoch knows those permits: another instance's lost permits in the same ms are
+    // still added in full.
+    assert_eq!(repair(&server, &key, "b", "", &[], "run-2", &[(now - 10, 2)]), (0, 2));
+    assert_eq!(l.peek("r", 100, 60_000).unwrap().used, 10);
+    // And without an epoch, still once.
+    assert_eq!(repair(&server, &key, "a", "a:7", &local, "", &[]), (0, 0));
+}
+
+#[test]
 fn a_restart_that_lost_the_data_is_repaired_from_what_this_instance_saw() {
     let mut server = server();
     let l = blocking_with(&server, Options { instances: Some(1), ..Options::default() });
     for i in 1..=30 {
         assert_eq!(l.acquire("lost", 100, 60_000, 1).unwrap().used, i);
     }
-    // The first heartbeat records the primary's run id.
-    wait_until("the primary's run id is known", Duration::from_secs(3), || l.stats().decisions_normal == 30 && l.stats().instances == 1);
-    std::thread::sleep(Duration::from_millis(1200));
+    // The background task beats, then reads the primary's run id, then sleeps until the next
+    // beat: once a second beat is in, the run id of the first is known.
+    let fleet = format!("{}instances", Options::default().key_prefix);
+    let id = l.instance_id().unwrap().to_string();
+    let beat = || cmd(&server, &[b"ZSCORE", fleet.as_bytes(), id.as_bytes()]).as_str().map(|s| s.parse::<u64>().unwrap());
+    wait_until("a first heartbeat", Duration::from_secs(3), || beat().is_some());
+    let first = beat().unwrap();
+    wait_until("a second heartbeat", Duration::from_secs(3), || beat().is_some_and(|b| b > first));
+    assert_eq!(l.stats().decisions_normal, 30);
     server.restart().unwrap(); // no persistence: the new server starts empty, with a new run id
     // The next call fails over to local (or lands on the empty server), then recovery repairs.
     let _ = l.acquire("lost", 100, 60_000, 1).unwrap();

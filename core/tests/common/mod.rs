@@ -149,3 +149,28 @@ pub fn heavy() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     LOCK.lock().unwrap_or_else(|p| p.into_inner())
 }
+
+/// The newest heartbeat (Redis ms) in the fleet's key (`<prefix>instances`, a ZSET scored by
+/// each instance's last beat) on `server`; `None` before the first.
+pub fn last_heartbeat(server: &RedisServer, fleet_key: &[u8]) -> Option<u64> {
+    match cmd(server, &[b"ZRANGE", fleet_key, b"-1", b"-1", b"WITHSCORES"]) {
+        RespValue::Array(v) if v.is_empty() => None,
+        RespValue::Array(v) if v.len() == 2 => Some(v[1].as_str().and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("a score: {v:?}"))),
+        other => panic!("ZRANGE {}: {other:?}", String::from_utf8_lossy(fleet_key)),
+    }
+}
+
+/// Waits until a heartbeat newer than the first one seen lands in `server`'s fleet key. The
+/// background task beats, then looks at the primaries and writes back what Redis lacks, then
+/// sleeps: a beat after another means the look that followed the first is over. (The
+/// `instances` stat cannot tell: it is the configured count, or 1 before any beat.)
+pub fn wait_for_a_later_heartbeat(server: &RedisServer, fleet_key: &[u8], timeout: Duration) {
+    let mut first = None;
+    wait_until("a heartbeat after the first", timeout, || match (first, last_heartbeat(server, fleet_key)) {
+        (None, now) => {
+            first = now;
+            false
+        }
+        (Some(first), now) => now.is_some_and(|n| n > first),
+    });
+}

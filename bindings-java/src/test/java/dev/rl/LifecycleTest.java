@@ -1,12 +1,15 @@
 package dev.rl;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.List;
+import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutionException;
@@ -93,8 +96,10 @@ class LifecycleTest {
             started.await();
             Thread.sleep(round % 3);
             l.close();
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
             for (Thread th : threads) {
-                th.join(30_000);
+                th.join(Math.max(1, TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime())));
+                assertFalse(th.isAlive(), "a thread still runs 30 s after the close: a call hung (round " + round + ")");
             }
             if (unexpected.get() != null) {
                 throw new AssertionError("unexpected failure", unexpected.get());
@@ -146,15 +151,59 @@ class LifecycleTest {
         futures.clear();
     }
 
+    /**
+     * Limiters dropped without close() are freed by the Cleaner, native side and Redis connection
+     * both: the connections 20 dropped Redis limiters made leave Redis once the GC has run. (2000
+     * dropped memory limiters first: no crash; LeakTest measures memory.)
+     */
     @Test
     void aLimiterDroppedWithoutCloseIsFreedByTheCleaner() throws Exception {
         for (int i = 0; i < 2000; i++) {
             RateLimiter l = RateLimiter.open("memory://");
             l.acquire("k", 1, 1000);
-            // not closed: the Cleaner frees it; nothing to assert but "no crash, no leak" (LeakTest)
         }
-        System.gc();
-        Thread.sleep(100);
+        try (TestRedis redis = TestRedis.connect()) {
+            Set<String> before = clientIds(redis);
+            Set<String> opened = openAndDrop(20);
+            opened.removeAll(before);
+            assertTrue(opened.size() >= 20, "each limiter connected: " + opened);
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+            Set<String> left;
+            do {
+                System.gc();
+                Thread.sleep(100);
+                left = new HashSet<>(opened);
+                left.retainAll(clientIds(redis));
+            } while (!left.isEmpty() && System.nanoTime() < deadline);
+            assertTrue(left.isEmpty(), left.size() + " of " + opened.size() + " connections of dropped limiters still open after 20 s of GC");
+        }
+    }
+
+    /** Opens {@code n} Redis limiters, connects each with a call, and drops them; returns the client ids Redis then had. */
+    private static Set<String> openAndDrop(int n) {
+        List<RateLimiter> limiters = new ArrayList<>();
+        String key = TestSupport.key("cleaner");
+        for (int i = 0; i < n; i++) {
+            RateLimiter l = RateLimiter.open(TestSupport.redisUrl());
+            l.acquire(key, 1_000_000, 60_000);
+            limiters.add(l);
+        }
+        try (TestRedis redis = TestRedis.connect()) {
+            return clientIds(redis);
+        }
+    }
+
+    /** The ids of the connections Redis has now ({@code CLIENT LIST}). */
+    private static Set<String> clientIds(TestRedis redis) {
+        Set<String> ids = new HashSet<>();
+        for (String line : ((String) redis.call("CLIENT", "LIST")).split("\n")) {
+            for (String field : line.trim().split(" ")) {
+                if (field.startsWith("id=")) {
+                    ids.add(field.substring(3));
+                }
+            }
+        }
+        return ids;
     }
 
     @Test
