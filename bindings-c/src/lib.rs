@@ -792,6 +792,60 @@ pub unsafe extern "C" fn rl_stats_get(
     })
 }
 
+/// Copies the limiter's instance id (its member in the fleet's heartbeats in Redis, and the
+/// prefix of its repair tokens) into the caller's buffer `buf` of `cap` bytes, NUL-terminated.
+/// The memory backend has none: it writes "" (length 0). The id is per process: a child forked
+/// from the process that opened the limiter reports (and heartbeats with) its own id.
+///
+/// - `limiter`: a live handle; must not be NULL.
+/// - `buf`: must not be NULL; owned by the caller, written only on `RL_OK`.
+/// - `cap`: `buf`'s size in bytes, including room for the NUL.
+/// - `len_out`: NULL, or where the id's length (without the NUL) is stored, on `RL_OK` and also
+///   when `cap` is too small, so the caller can retry with `*len_out + 1` bytes.
+/// - `err`: as for `rl_limiter_open`.
+///
+/// Never blocks and does no I/O. Returns `RL_OK`, `RL_INVALID_ARGUMENT` (NULL `limiter` or `buf`,
+/// or `cap` shorter than the id plus its NUL) or `RL_PANIC`. Thread-safe.
+///
+/// # Safety
+/// `limiter` is NULL or live; `buf` is NULL or `cap` writable bytes; `len_out` is NULL or
+/// writable; `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn rl_instance_id(
+    limiter: *const rl_limiter,
+    buf: *mut c_char,
+    cap: usize,
+    len_out: *mut usize,
+    err: *mut *mut rl_error,
+) -> rl_status {
+    boundary("rl_instance_id", err, || {
+        // SAFETY: forwarded from the caller's promises above.
+        let l = unsafe { limiter_ref(limiter) }?;
+        non_null(buf, "buf")?;
+        let id: String = l.instance_id().map(|s| s.to_string()).unwrap_or_default();
+        let id = id.split('\0').next().unwrap_or("");
+        if !len_out.is_null() {
+            // SAFETY: non-NULL, and the caller promises it is writable.
+            unsafe { len_out.write(id.len()) };
+        }
+        if cap <= id.len() {
+            return Err(invalid(
+                "cap",
+                format!(
+                    "is {cap} bytes; the instance id and its NUL need {}",
+                    id.len() + 1
+                ),
+            ));
+        }
+        // SAFETY: `buf` is non-NULL with `cap` > id.len() writable bytes (the caller's promise).
+        unsafe {
+            std::ptr::copy_nonoverlapping(id.as_ptr(), buf.cast::<u8>(), id.len());
+            buf.add(id.len()).write(0);
+        }
+        Ok(())
+    })
+}
+
 /// `s` as a NUL-terminated C string in a fixed array: cut at the first NUL, and truncated at a
 /// character boundary to leave room for the terminator.
 fn c_chars<const N: usize>(s: &str) -> [c_char; N] {
