@@ -120,17 +120,6 @@ fn describe(f: &Failure) -> (jint, String, [jlong; 4]) {
     }
 }
 
-fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
-    let what = if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "(no message)".to_string()
-    };
-    format!("panic in the rl native library: {what}")
-}
-
 // ---------------------------------------------------------------------------------------------
 // The cache of classes and methods, filled by Native.init
 
@@ -213,7 +202,7 @@ fn entry<'l, T>(
             default
         }
         Err(payload) => {
-            throw(env, Failure::Internal(panic_message(payload)));
+            throw(env, Failure::Internal(rl_core::unwind::message(payload)));
             default
         }
     }
@@ -654,7 +643,7 @@ impl<F: Future<Output = rl_core::Result<Outcome>>> Future for CatchUnwind<F> {
         match catch_unwind(AssertUnwindSafe(|| inner.poll(cx))) {
             Ok(Poll::Pending) => Poll::Pending,
             Ok(Poll::Ready(r)) => Poll::Ready(Ok(r)),
-            Err(payload) => Poll::Ready(Err(panic_message(payload))),
+            Err(payload) => Poll::Ready(Err(rl_core::unwind::message(payload))),
         }
     }
 }

@@ -12,28 +12,6 @@ use std::time::{Duration, Instant};
 use common::*;
 use rl_core::Options;
 
-fn wait_with_deadline(pid: libc::pid_t, deadline: Duration) -> Option<i32> {
-    let start = Instant::now();
-    loop {
-        let mut status = 0;
-        // SAFETY: plain waitpid on our own child.
-        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-        if r == pid {
-            return Some(if libc::WIFEXITED(status) {
-                libc::WEXITSTATUS(status)
-            } else {
-                128
-            });
-        }
-        if start.elapsed() > deadline {
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            unsafe { libc::waitpid(pid, &mut status, 0) };
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 #[test]
 fn each_forked_child_is_its_own_instance() {
     const CHILDREN: usize = 3;

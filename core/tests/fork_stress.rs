@@ -9,35 +9,13 @@ mod common;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use rl_core::{blocking, Limiter, Options};
 
 const FORKS: usize = 200;
 const THREADS: usize = 8;
-
-fn wait_with_deadline(pid: libc::pid_t, deadline: Duration) -> Option<i32> {
-    let start = Instant::now();
-    loop {
-        let mut status = 0;
-        // SAFETY: plain waitpid on our own child.
-        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-        if r == pid {
-            return Some(if libc::WIFEXITED(status) {
-                libc::WEXITSTATUS(status)
-            } else {
-                128
-            });
-        }
-        if start.elapsed() > deadline {
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            unsafe { libc::waitpid(pid, &mut status, 0) };
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
 
 #[test]
 fn no_child_hangs_when_forked_mid_call() {

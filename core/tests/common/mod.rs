@@ -174,3 +174,24 @@ pub fn wait_for_a_later_heartbeat(server: &RedisServer, fleet_key: &[u8], timeou
         (Some(first), now) => now.is_some_and(|n| n > first),
     });
 }
+
+/// Waits for forked child `pid` to exit, at most `deadline`: its exit status (128 if killed by a
+/// signal), or `None` if it hung (it is then killed and reaped).
+pub fn wait_with_deadline(pid: libc::pid_t, deadline: Duration) -> Option<i32> {
+    let start = std::time::Instant::now();
+    loop {
+        let mut status = 0;
+        // SAFETY: plain waitpid on our own child.
+        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        if r == pid {
+            return Some(if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { 128 });
+        }
+        if start.elapsed() > deadline {
+            // SAFETY: killing and reaping our own hung child.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            unsafe { libc::waitpid(pid, &mut status, 0) };
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
