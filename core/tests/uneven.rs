@@ -7,45 +7,11 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use rl_core::audit::max_in_any_window;
 use rl_core::{Limiter, Mode, Options};
-
-/// Offers `rates[i]` acquires per second on limiter `i` for `duration`, open loop.
-async fn drive_uneven(limiters: &[Limiter], rates: &[u64], key: &str, limit: u64, window_ms: u64, duration: Duration) -> Vec<Record> {
-    let out = Arc::new(Mutex::new(Vec::new()));
-    let mut tasks = Vec::new();
-    for (i, (l, &rate)) in limiters.iter().zip(rates).enumerate() {
-        let (l, out, key) = (l.clone(), out.clone(), key.to_string());
-        tasks.push(tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_micros(1_000_000 / rate));
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            let end = Instant::now() + duration;
-            let mut calls = Vec::new();
-            while Instant::now() < end {
-                tick.tick().await;
-                let (l, out, key) = (l.clone(), out.clone(), key.clone());
-                calls.push(tokio::spawn(async move {
-                    let started = Instant::now();
-                    let result = l.acquire(&key, limit, window_ms, 1).await;
-                    out.lock().unwrap().push(Record { instance: i, started, latency: started.elapsed(), result });
-                }));
-            }
-            for c in calls {
-                c.await.unwrap();
-            }
-        }));
-    }
-    for t in tasks {
-        t.await.unwrap();
-    }
-    let mut v = std::mem::take(&mut *out.lock().unwrap());
-    v.sort_by_key(|r| r.started);
-    v
-}
 
 /// The bound the design keeps for the window `(end - window, end]` (README, "Degradation"):
 /// Redis's own decisions `R` stay within the limit; an instance `i` that decided locally in the
@@ -100,7 +66,7 @@ fn uneven_load_across_a_freeze_stays_within_the_stated_bound() {
         std::thread::sleep(Duration::from_millis(1500));
         assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGCONT) }, 0);
     });
-    let records = rt.block_on(drive_uneven(&limiters, &rates, "uneven", limit, window, Duration::from_millis(3500)));
+    let records = rt.block_on(drive_at(&limiters, &rates, "uneven", limit, window, Duration::from_millis(3500)));
     events.join().unwrap();
 
     assert!(records.iter().all(|r| r.result.is_ok()), "a call failed: {:?}", records.iter().find(|r| r.result.is_err()));

@@ -89,9 +89,14 @@ impl Record {
 /// Offers `rate` acquires per second per limiter on `key` for `duration`, open loop (a slow call
 /// does not slow the offered load), and returns every decision.
 pub async fn drive(limiters: &[Limiter], key: &str, limit: u64, window_ms: u64, rate: u64, duration: Duration) -> Vec<Record> {
+    drive_at(limiters, &vec![rate; limiters.len()], key, limit, window_ms, duration).await
+}
+
+/// [`drive`] with its own rate per limiter (`rates[i]` for limiter `i`): uneven load.
+pub async fn drive_at(limiters: &[Limiter], rates: &[u64], key: &str, limit: u64, window_ms: u64, duration: Duration) -> Vec<Record> {
     let out = Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
-    for (i, l) in limiters.iter().enumerate() {
+    for (i, (l, &rate)) in limiters.iter().zip(rates).enumerate() {
         let (l, out, key) = (l.clone(), out.clone(), key.to_string());
         tasks.push(tokio::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_micros(1_000_000 / rate));
