@@ -158,7 +158,17 @@ impl RedisPath {
         let mut retried = false;
         loop {
             let started = Instant::now();
-            match self.watch(self.backend.decide(req, redis_key), started, deadline).await {
+            let ticket = match self.backend.join(req, redis_key) {
+                Ok(ticket) => ticket,
+                // A full queue for one key is this call's problem alone: decided locally (the
+                // error without the fallback) at once, never retried, never a change of state.
+                Err(e) if self.fallback => {
+                    tracing::debug!(error = %e, "rl: deciding this call locally");
+                    return Ok(self.decide_local(req, redis_key));
+                }
+                Err(e) => return Err(e),
+            };
+            match self.watch(self.backend.decide(ticket), started, deadline).await {
                 Outcome::Done(Ok(v)) => {
                     let rtt = started.elapsed();
                     let slow_too_long = self.health.observe(started, rtt);

@@ -4,7 +4,11 @@
 //! one call per round trip instead of one per request, which is what lets one key take far more
 //! decisions per second than one-script-call-per-request can.
 //!
-//! The queue per key is bounded, and every waiter is bounded by the request timeout.
+//! The queue per key is bounded, and every waiter is bounded by the request timeout. The next call
+//! for a key goes out only once the one in flight answered or ran out of time, even when its
+//! caller gave up on it (see `redis.rs`), and a waiter whose caller gave up (timed out, or was
+//! decided locally) is dropped before a batch goes out: after a freeze, Redis does not decide
+//! requests whose callers were already told something else, beyond the call that was on the wire.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -36,11 +40,9 @@ pub(crate) const MAX_WAITING: usize = 10_000;
 
 pub(crate) enum Turn {
     /// Nothing in flight for this key: the caller sends its own request now.
-    Lead,
+    Lead(Op),
     /// A call is in flight: the caller's request goes in a later batch.
     Follow(oneshot::Receiver<Result<Verdict>>),
-    /// Too many requests already wait for this key.
-    Full,
 }
 
 /// Keys with a call in flight, each with the requests waiting behind it. Per fork generation: a
@@ -55,31 +57,41 @@ impl Queues {
         self.inner.get().lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub(crate) fn join(&self, key: &[u8], op: Op) -> Turn {
+    /// The caller's turn for `key`; `None` if `MAX_WAITING` live requests already wait for it.
+    pub(crate) fn join(&self, key: &[u8], op: Op) -> Option<Turn> {
         let mut g = self.lock();
-        match g.get_mut(key) {
-            None => {
-                g.insert(key.to_vec(), Vec::new());
-                Turn::Lead
-            }
-            Some(waiting) if waiting.len() >= MAX_WAITING => Turn::Full,
-            Some(waiting) => {
-                let (tx, rx) = oneshot::channel();
-                waiting.push(Waiter { op, tx });
-                Turn::Follow(rx)
+        let Some(waiting) = g.get_mut(key) else {
+            g.insert(key.to_vec(), Vec::new());
+            return Some(Turn::Lead(op));
+        };
+        if waiting.len() >= MAX_WAITING {
+            // Callers that gave up still hold their places until the next batch: count the live ones.
+            waiting.retain(|w| !w.tx.is_closed());
+            if waiting.len() >= MAX_WAITING {
+                return None;
             }
         }
+        let (tx, rx) = oneshot::channel();
+        waiting.push(Waiter { op, tx });
+        Some(Turn::Follow(rx))
     }
 
-    /// The next batch for `key`, or `None` after marking the key idle because nothing waits.
+    /// The next batch for `key`, without the waiters whose callers gave up, or `None` after
+    /// marking the key idle because nothing (live) waits.
     pub(crate) fn next_batch(&self, key: &[u8]) -> Option<Vec<Waiter>> {
         let mut g = self.lock();
         let waiting = g.get_mut(key)?;
+        waiting.retain(|w| !w.tx.is_closed());
         if waiting.is_empty() {
             g.remove(key);
             return None;
         }
         let n = waiting.len().min(MAX_BATCH);
         Some(waiting.drain(..n).collect())
+    }
+
+    /// Everything waiting for `key`, which becomes idle: the call in front of them got no answer.
+    pub(crate) fn clear(&self, key: &[u8]) -> Vec<Waiter> {
+        self.lock().remove(key).unwrap_or_default()
     }
 }

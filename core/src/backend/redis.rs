@@ -6,13 +6,17 @@
 //! in time, retrying it and falling back are the limiter's job (`limiter.rs`, `health.rs`); the
 //! batches this module sends on its own (`drive`) are bounded by the request timeout.
 
-use std::time::Duration;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
 
 use redis::aio::ConnectionManagerConfig;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
+use tokio::sync::oneshot;
 
-use super::coalesce::{Op, Queues, Turn, MAX_WAITING};
+use super::coalesce::{Op, Queues, Turn, Waiter, MAX_WAITING};
 use super::connection::{Conn, Connector};
 use super::topology;
 use super::{Request, Verdict};
@@ -77,25 +81,28 @@ impl RedisBackend {
         self.shared.connector.topology.name()
     }
 
-    /// Decides one request, alone or coalesced with concurrent ones for the same key. Not bounded
-    /// in time here: the caller races it against its deadline and may drop it.
-    pub(crate) async fn decide(&self, req: &Request<'_>, redis_key: &[u8]) -> Result<Verdict> {
+    /// Takes `req`'s place for `redis_key`: its own call, or a place behind the call in flight.
+    /// A full queue is `BackendUnavailable` for this request alone; nothing was sent.
+    pub(crate) fn join(&self, req: &Request<'_>, redis_key: &[u8]) -> Result<Ticket> {
         let op = Op { consume: req.consume, window_ms: req.window_ms, limit: req.limit, cost: req.cost };
         match self.shared.queues.join(redis_key, op) {
-            Turn::Lead => {
-                // Whatever queues up behind this call is handed on when it ends, even if the
-                // caller gives up on it (the guard's drop).
-                let _handoff = Handoff { shared: &self.shared, key: redis_key };
-                let verdicts = self.shared.call(redis_key, &[op]).await?;
-                Ok(verdicts[0])
-            }
-            Turn::Follow(rx) => match rx.await {
+            Some(Turn::Lead(op)) => Ok(Ticket::Lead(Lead { shared: self.shared.clone(), key: redis_key.into(), op, call: Call::NotSent })),
+            Some(Turn::Follow(rx)) => Ok(Ticket::Follow(rx)),
+            None => Err(Error::BackendUnavailable(format!(
+                "{MAX_WAITING} requests already wait for this key; Redis is not keeping up with it (nothing was sent)"
+            ))),
+        }
+    }
+
+    /// Decides one request from its ticket, alone or coalesced with concurrent ones for the same
+    /// key. Not bounded in time here: the caller races it against its deadline and may drop it.
+    pub(crate) async fn decide(&self, ticket: Ticket) -> Result<Verdict> {
+        match ticket {
+            Ticket::Lead(lead) => Ok(lead.await?[0]),
+            Ticket::Follow(rx) => match rx.await {
                 Ok(verdict) => verdict,
                 Err(_) => Err(Error::Backend("a coalesced rl call was abandoned".into())),
             },
-            Turn::Full => Err(Error::BackendUnavailable(format!(
-                "{MAX_WAITING} requests already wait for this key; Redis is not keeping up"
-            ))),
         }
     }
 
@@ -204,22 +211,68 @@ impl RedisBackend {
     }
 }
 
-/// Hands the requests that queued behind a leader's call to a driver task.
-struct Handoff<'a> {
-    shared: &'a Arc<Shared>,
-    key: &'a [u8],
+/// A request's place for its key (see `coalesce.rs`).
+pub(crate) enum Ticket {
+    /// Nothing was in flight for the key: this request's own call.
+    Lead(Lead),
+    /// Behind the call in flight: decided in a later batch.
+    Follow(oneshot::Receiver<Result<Verdict>>),
 }
 
-impl Drop for Handoff<'_> {
+type Pending = Pin<Box<dyn Future<Output = Result<Vec<Verdict>>> + Send>>;
+
+enum Call {
+    NotSent,
+    InFlight(Pending, tokio::time::Instant),
+    Done,
+}
+
+/// A leader's call, polled right in its caller's future (no hand-off on the way out), and the
+/// key's turn: whatever queues behind it is handed on to a driver task when it ends. If the
+/// caller gives up first, the call is already on the wire: a task waits it out (within its
+/// request timeout) before the next batch goes out, so no second call joins it on a silent
+/// connection and the waiters whose callers gave up meanwhile are dropped, not sent. A call that
+/// gets no answer fails those behind it. A leader dropped before it was polled sends nothing.
+pub(crate) struct Lead {
+    shared: Arc<Shared>,
+    key: Arc<[u8]>,
+    op: Op,
+    call: Call,
+}
+
+impl Future for Lead {
+    type Output = Result<Vec<Verdict>>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        if let Call::NotSent = self.call {
+            let (shared, key, op) = (self.shared.clone(), self.key.clone(), self.op);
+            let deadline = tokio::time::Instant::now() + shared.request_timeout;
+            self.call = Call::InFlight(Box::pin(async move { shared.call(&key, &[op]).await }), deadline);
+        }
+        let Call::InFlight(call, _) = &mut self.call else { return Poll::Pending };
+        let r = std::task::ready!(call.as_mut().poll(cx));
+        self.call = Call::Done;
+        Poll::Ready(r)
+    }
+}
+
+impl Drop for Lead {
     fn drop(&mut self) {
-        let Some(batch) = self.shared.queues.next_batch(self.key) else { return };
-        let (shared, key) = (self.shared.clone(), self.key.to_vec());
+        let (shared, key) = (self.shared.clone(), self.key.clone());
+        let job: Pin<Box<dyn Future<Output = ()> + Send>> = match std::mem::replace(&mut self.call, Call::Done) {
+            Call::InFlight(call, deadline) => Box::pin(finish(shared.clone(), key.clone(), deadline, call)),
+            Call::NotSent | Call::Done => match shared.queues.next_batch(&key) {
+                Some(batch) => Box::pin(drive(shared.clone(), key.clone(), batch)),
+                None => return,
+            },
+        };
         match crate::runtime::handle() {
             Ok(rt) => {
-                rt.spawn(drive(shared, key, batch));
+                rt.spawn(job);
             }
             Err(e) => {
-                for w in batch {
+                drop(job);
+                for w in shared.queues.clear(&key) {
                     let _ = w.tx.send(Err(e.clone()));
                 }
             }
@@ -227,11 +280,29 @@ impl Drop for Handoff<'_> {
     }
 }
 
-/// Sends batches for `key` until nothing waits.
-async fn drive(shared: Arc<Shared>, key: Vec<u8>, mut batch: Vec<super::coalesce::Waiter>) {
+/// Waits out a call whose caller gave up (it may still be decided), then hands on what queued
+/// behind it.
+async fn finish(shared: Arc<Shared>, key: Arc<[u8]>, deadline: tokio::time::Instant, call: Pending) {
+    if tokio::time::timeout_at(deadline, call).await.is_err() {
+        return shared.unanswered(&key);
+    }
+    if let Some(batch) = shared.queues.next_batch(&key) {
+        drive(shared, key, batch).await;
+    }
+}
+
+/// Sends batches for `key` until nothing (live) waits.
+async fn drive(shared: Arc<Shared>, key: Arc<[u8]>, mut batch: Vec<Waiter>) {
     loop {
         let ops: Vec<Op> = batch.iter().map(|w| w.op).collect();
-        match shared.bounded("acquire", shared.call(&key, &ops)).await {
+        let Ok(r) = tokio::time::timeout(shared.request_timeout, shared.call(&key, &ops)).await else {
+            let e = shared.timed_out("acquire");
+            for w in batch {
+                let _ = w.tx.send(Err(e.clone()));
+            }
+            return shared.unanswered(&key);
+        };
+        match r {
             Ok(verdicts) => {
                 for (w, v) in batch.into_iter().zip(verdicts) {
                     let _ = w.tx.send(Ok(v));
@@ -251,6 +322,16 @@ async fn drive(shared: Arc<Shared>, key: Vec<u8>, mut batch: Vec<super::coalesce
 }
 
 impl Shared {
+    /// The call in flight for `key` got no answer within the request timeout and may still be
+    /// decided: the requests queued behind it fail now instead of piling up behind it on a silent
+    /// connection (their callers would time out too), and the key is idle again.
+    fn unanswered(&self, key: &[u8]) {
+        let e = Error::BackendUnavailable(format!("the call ahead of this one for its key got no answer from Redis within {} ms", self.request_timeout.as_millis()));
+        for w in self.queues.clear(key) {
+            let _ = w.tx.send(Err(e.clone()));
+        }
+    }
+
     fn timed_out(&self, what: &str) -> Error {
         Error::BackendUnavailable(format!("{what} got no answer from Redis within {} ms", self.request_timeout.as_millis()))
     }
