@@ -49,11 +49,20 @@ pub(crate) enum Turn {
 /// child must neither wait behind its parent's in-flight calls nor on a lock a parent thread held.
 #[derive(Default)]
 pub(crate) struct Queues {
-    inner: ForkLocal<Mutex<HashMap<Vec<u8>, Vec<Waiter>>>>,
+    inner: ForkLocal<Mutex<HashMap<Vec<u8>, Waiting>>>,
+}
+
+/// The requests behind one key's call in flight.
+#[derive(Default)]
+struct Waiting {
+    list: Vec<Waiter>,
+    /// Whether a full queue was already swept of callers that gave up since the last batch: a
+    /// flood past the bound costs one sweep per round trip, not one per overflowing call.
+    swept: bool,
 }
 
 impl Queues {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Vec<u8>, Vec<Waiter>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Vec<u8>, Waiting>> {
         self.inner.get().lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -61,18 +70,19 @@ impl Queues {
     pub(crate) fn join(&self, key: &[u8], op: Op) -> Option<Turn> {
         let mut g = self.lock();
         let Some(waiting) = g.get_mut(key) else {
-            g.insert(key.to_vec(), Vec::new());
+            g.insert(key.to_vec(), Waiting::default());
             return Some(Turn::Lead(op));
         };
-        if waiting.len() >= MAX_WAITING {
+        if waiting.list.len() >= MAX_WAITING && !waiting.swept {
             // Callers that gave up still hold their places until the next batch: count the live ones.
-            waiting.retain(|w| !w.tx.is_closed());
-            if waiting.len() >= MAX_WAITING {
-                return None;
-            }
+            waiting.list.retain(|w| !w.tx.is_closed());
+            waiting.swept = true;
+        }
+        if waiting.list.len() >= MAX_WAITING {
+            return None;
         }
         let (tx, rx) = oneshot::channel();
-        waiting.push(Waiter { op, tx });
+        waiting.list.push(Waiter { op, tx });
         Some(Turn::Follow(rx))
     }
 
@@ -81,17 +91,64 @@ impl Queues {
     pub(crate) fn next_batch(&self, key: &[u8]) -> Option<Vec<Waiter>> {
         let mut g = self.lock();
         let waiting = g.get_mut(key)?;
-        waiting.retain(|w| !w.tx.is_closed());
-        if waiting.is_empty() {
+        waiting.list.retain(|w| !w.tx.is_closed());
+        waiting.swept = false;
+        if waiting.list.is_empty() {
             g.remove(key);
             return None;
         }
-        let n = waiting.len().min(MAX_BATCH);
-        Some(waiting.drain(..n).collect())
+        let n = waiting.list.len().min(MAX_BATCH);
+        Some(waiting.list.drain(..n).collect())
     }
 
     /// Everything waiting for `key`, which becomes idle: the call in front of them got no answer.
     pub(crate) fn clear(&self, key: &[u8]) -> Vec<Waiter> {
-        self.lock().remove(key).unwrap_or_default()
+        self.lock().remove(key).map(|w| w.list).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OP: Op = Op {
+        consume: true,
+        window_ms: 1000,
+        limit: 10,
+        cost: 1,
+    };
+
+    fn follow(q: &Queues) -> oneshot::Receiver<Result<Verdict>> {
+        match q.join(b"k", OP) {
+            Some(Turn::Follow(rx)) => rx,
+            _ => panic!("expected a place behind the call in flight"),
+        }
+    }
+
+    #[test]
+    fn a_waiter_whose_caller_gave_up_is_not_sent() {
+        let q = Queues::default();
+        assert!(matches!(q.join(b"k", OP), Some(Turn::Lead(_))));
+        let (gone, kept) = (follow(&q), follow(&q));
+        drop(gone);
+        assert_eq!(q.next_batch(b"k").map(|b| b.len()), Some(1));
+        drop(kept);
+        assert!(
+            q.next_batch(b"k").is_none(),
+            "nothing live waits: the key is idle"
+        );
+        assert!(matches!(q.join(b"k", OP), Some(Turn::Lead(_))));
+    }
+
+    #[test]
+    fn a_full_queue_counts_live_waiters_only() {
+        let q = Queues::default();
+        assert!(matches!(q.join(b"k", OP), Some(Turn::Lead(_))));
+        let mut live: Vec<_> = (0..MAX_WAITING).map(|_| follow(&q)).collect();
+        live.pop();
+        let _last = follow(&q);
+        assert!(q.join(b"k", OP).is_none(), "full of live waiters");
+        assert_eq!(q.next_batch(b"k").map(|b| b.len()), Some(MAX_BATCH));
+        let _next = follow(&q);
     }
 }
