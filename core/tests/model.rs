@@ -8,7 +8,6 @@
 
 mod common;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use proptest::prelude::*;
@@ -204,7 +203,7 @@ fn run(
     // Per key, the admitted (now_ms, cost) for the "most in any window" check, or None once the
     // key saw a reset or a rule other than its own.
     let mut admitted: Vec<Option<Vec<(u64, u64)>>> = vec![Some(Vec::new()); KEYS];
-    let mut last_now = vec![0u64; KEYS];
+    let mut last_now = [0u64; KEYS];
     let mut out = Vec::new();
     let name = |k: u8| format!("k{k}");
     for (i, op) in c.ops.iter().enumerate() {
