@@ -164,7 +164,13 @@ struct Case {
 /// Few keys and small numbers, so windows fill, expire and collide often. `max_window` and the
 /// time steps are short on Redis TIME, where time really passes.
 fn case(max_window: u64, max_step: u64, bursts: bool) -> impl Strategy<Value = Case> {
-    let rule = (1u64..12, prop_oneof![1u64..5, 5u64..=max_window / 10, max_window / 10..=max_window]);
+    shaped(12, max_window, max_step, bursts, 60)
+}
+
+/// `case` with the limit's and the sequence's sizes chosen: long sequences with high limits build
+/// windows of hundreds of buckets, where the script's binary searches gallop and bisect.
+fn shaped(max_limit: u64, max_window: u64, max_step: u64, bursts: bool, max_ops: usize) -> impl Strategy<Value = Case> {
+    let rule = (1u64..max_limit, prop_oneof![1u64..5, 5u64..=max_window / 10, max_window / 10..=max_window]);
     let other = proptest::option::weighted(0.3, rule.clone());
     let op = prop_oneof![
         6 => (0..KEYS as u8, other.clone(), 1u64..12).prop_map(|(key, rule, cost)| Op::Acquire { key, rule, cost }),
@@ -173,7 +179,7 @@ fn case(max_window: u64, max_step: u64, bursts: bool) -> impl Strategy<Value = C
         4 => prop_oneof![Just(0u64), 0u64..3, 0..=max_step / 10, 0..=max_step].prop_map(Op::Advance),
         if bursts { 1 } else { 0 } => (0..KEYS as u8, 1u64..12, 2usize..40).prop_map(|(key, cost, n)| Op::Burst { key, cost, n }),
     ];
-    (proptest::collection::vec(rule, KEYS), proptest::collection::vec(op, 1..60)).prop_map(|(rules, ops)| Case { rules, ops })
+    (proptest::collection::vec(rule, KEYS), proptest::collection::vec(op, 1..max_ops)).prop_map(|(rules, ops)| Case { rules, ops })
 }
 
 /// A cost that fits the rule (cost <= limit).
@@ -318,6 +324,24 @@ fn client_clock_decisions_match_the_oracle_on_redis_and_memory_alike() {
         clock.set(start);
         let m = run(&memory, Some(&clock), &server, &c)?;
         // Same rules, same clock: the backends also agree with each other, op for op.
+        prop_assert_eq!(r, m);
+        Ok(())
+    });
+}
+
+#[test]
+fn long_histories_match_the_oracle_on_redis_and_memory_alike() {
+    let server = common::server();
+    let url = server.url();
+    check(shaped(400, 3000, 40, false, 400), cases(12), |id, c| {
+        let clock = Arc::new(ManualClock::new(common::wall_ms()));
+        let options = rl_core::Options { key_prefix: format!("long{id}:"), ..common::client_clock(clock.clone()) };
+        let redis = blocking::Limiter::open(Some(&url), options.clone()).unwrap();
+        let memory = blocking::Limiter::from_async(Limiter::memory(options).unwrap());
+        let start = clock.now_ms();
+        let r = run(&redis, Some(&clock), &server, &c)?;
+        clock.set(start);
+        let m = run(&memory, Some(&clock), &server, &c)?;
         prop_assert_eq!(r, m);
         Ok(())
     });
