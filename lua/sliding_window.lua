@@ -101,30 +101,36 @@ local function between(later, earlier)
   return (later - earlier) % MOD
 end
 
--- Closed bucket i (list index 1..n), read once per call.
+-- Closed bucket i (list index 1..n), read once per call: its ms and running total, or nil past
+-- the last closed bucket.
 local function bucket(key, cache, i)
   local item = cache[i]
   if item == nil then
-    item = call('LINDEX', key, format('%d', i))
+    item = call('LINDEX', key, format('%d', i)) or false
     cache[i] = item
   end
-  return unpack(BUCKET, item)
+  if item then
+    return unpack(BUCKET, item)
+  end
+  return nil
 end
 
--- The first closed bucket in lo..hi for which `past(ms, cum)` holds (hi + 1 if none); `past` is
--- false then true along the list. Gallops from the front or, `from_back`, from the back, then
--- bisects: O(log d) reads, d the distance from the starting end.
+-- The first closed bucket from `lo` for which `past(ms, total)` holds (one past the last closed
+-- bucket if none); `past` is false then true along the list. From the front it probes lo, lo+1,
+-- then doubles its steps (the steady state's boundary is at the first or second bucket, so that
+-- is one or two reads, and no list length is needed); from the back (`hi` = the last closed
+-- bucket) it doubles from there. Then it bisects: O(log d) reads, d the distance from that end.
 local function first(key, cache, lo, hi, past, from_back)
-  if lo > hi then
-    return lo
+  local function test(i)
+    local t, c = bucket(key, cache, i)
+    return t == nil or past(t, c)
   end
-  local a, b = lo, hi -- the answer lies in a..b+1
+  local a, b = lo, hi -- the answer lies in a..b+1 (b nil: not known yet)
   local step = 1
   if from_back then
-    while true do
-      local i = b - step + 1
-      if i <= a then break end
-      if past(bucket(key, cache, i)) then
+    while a <= b do
+      local i = math.max(a, b - step + 1)
+      if test(i) then
         b = i - 1
       else
         a = i + 1
@@ -133,21 +139,31 @@ local function first(key, cache, lo, hi, past, from_back)
       step = step * 2
     end
   else
-    while true do
+    if cache[a] == nil and cache[a + 1] == nil then
+      -- The first two probes in one read.
+      local items = call('LRANGE', key, format('%d', a), format('%d', a + 1))
+      cache[a], cache[a + 1] = items[1] or false, items[2] or false
+    end
+    local grow = false
+    while b == nil or a <= b do
       local i = a + step - 1
-      if i >= b then break end
-      if past(bucket(key, cache, i)) then
-        b = i
-        break
-      else
-        a = i + 1
+      if b ~= nil and i > b then
+        i = b
       end
-      step = step * 2
+      if test(i) then
+        b = i - 1
+        break
+      end
+      a = i + 1
+      if grow then
+        step = step * 2
+      end
+      grow = true
     end
   end
   while a <= b do
     local mid = floor((a + b) / 2)
-    if past(bucket(key, cache, mid)) then
+    if test(mid) then
       b = mid - 1
     else
       a = mid + 1
@@ -248,7 +264,8 @@ local function decide(out, key, now, server, window, limit, cost, consume, slack
   if open_t > edge then
     if oldest ~= 0 and oldest <= edge then
       -- Near the front when the window is the longest one, near the back for a shorter one.
-      e = first(key, cache, 1, count(), function(t) return t > edge end, edge - oldest > open_t - edge) - 1
+      local back = edge - oldest > open_t - edge
+      e = first(key, cache, 1, back and count() or nil, function(t) return t > edge end, back) - 1
       if e > 0 then
         local _, c = bucket(key, cache, e)
         cum_e = c
@@ -270,12 +287,9 @@ local function decide(out, key, now, server, window, limit, cost, consume, slack
     if between(cum, cum_e) < need then
       return now
     end
-    local j = first(key, cache, e + 1, count(), function(_, c) return between(c, cum_e) >= need end, need > used / 2)
-    if j <= count() then
-      local t = bucket(key, cache, j)
-      return t
-    end
-    return open_t
+    local back = need > used / 2
+    local j = first(key, cache, e + 1, back and count() or nil, function(_, c) return between(c, cum_e) >= need end, back)
+    return bucket(key, cache, j) or open_t
   end
 
   local k = 0
@@ -301,7 +315,7 @@ local function decide(out, key, now, server, window, limit, cost, consume, slack
       if keep_edge == edge and e >= 0 then
         cut = e
       else
-        cut = first(key, cache, 1, count(), function(t) return t > keep_edge end, false) - 1
+        cut = first(key, cache, 1, nil, function(t) return t > keep_edge end, false) - 1
       end
     end
     local cum_cut = base
@@ -319,11 +333,7 @@ local function decide(out, key, now, server, window, limit, cost, consume, slack
       end
     end
     if cut > 0 then
-      if cut < count() then
-        oldest = bucket(key, cache, cut + 1)
-      else
-        oldest = 0
-      end
+      oldest = bucket(key, cache, cut + 1) or 0
       -- Drop closed buckets 1..cut; the last dropped slot becomes the header, rewritten below.
       call('LTRIM', key, format('%d', cut), '-1')
       base = cum_cut
