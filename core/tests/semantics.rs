@@ -277,8 +277,10 @@ fn a_large_cost_denial_reads_a_logarithmic_number_of_buckets() {
     let d = l.acquire("big", 1_000_000, 60_000, 990_001).unwrap();
     assert!(!d.allowed);
     assert_eq!(d.retry_after_ms, 60_000 - 19_999 + 10_000, "{d:?}");
-    // The script reads single buckets (LINDEX), so its reads are the bucket count read.
+    // Apart from one 2-bucket LRANGE at the front of a search, the script reads single buckets
+    // (LINDEX), so these counts bound the buckets it read (the previous script paged through
+    // the window with ever larger LRANGEs).
     let (lrange, lindex) = (calls(&server, "lrange"), calls(&server, "lindex"));
-    assert_eq!(lrange, 0, "LRANGE pages through the window");
+    assert!(lrange <= 1, "{lrange} LRANGE: paging through the window");
     assert!(lindex <= 2 + 2 * 16, "{lindex} LINDEX for 20 000 buckets");
 }
