@@ -36,24 +36,46 @@ local key, marker, instance = KEYS[1], KEYS[2], ARGV[2]
 local window, ttl = sunpack('>dd', ARGV[3])
 local t = call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local server = now -- Redis TIME: the TTL's clock
 
+-- The window's layout is sliding_window.lua's: a 48-byte header (running totals modulo 2^52,
+-- the longest window the key has seen), or the previous 40-byte one (per-bucket counts).
+local MOD = 4503599627370496
 local buckets = {}
+local longest = window
 local head = call('LINDEX', key, '0')
 if head then
-  if #head ~= 40 then
+  local open_t, open_c
+  if #head == 48 then
+    local cum, t_open, base, _, _, seen = sunpack('>dddddd', head)
+    open_t = t_open
+    longest = math.max(window, seen)
+    local prev = base
+    for _, item in ipairs(call('LRANGE', key, '1', '-1')) do
+      local bt, bcum = sunpack('>dd', item)
+      buckets[bt] = (buckets[bt] or 0) + (bcum - prev) % MOD
+      prev = bcum
+    end
+    open_c = (cum - prev) % MOD
+  elseif #head == 40 then
+    local _, t_open, c_open = sunpack('>ddddd', head)
+    open_t, open_c = t_open, c_open
+    for _, item in ipairs(call('LRANGE', key, '1', '-1')) do
+      local bt, bc = sunpack('>dd', item)
+      buckets[bt] = (buckets[bt] or 0) + bc
+    end
+  else
     return redis.error_reply('rl: ' .. key .. ' holds something that is not an rl window')
-  end
-  local _, open_t, open_c = sunpack('>ddddd', head)
-  for _, item in ipairs(call('LRANGE', key, '1', '-1')) do
-    local bt, bc = sunpack('>dd', item)
-    buckets[bt] = (buckets[bt] or 0) + bc
   end
   buckets[open_t] = (buckets[open_t] or 0) + open_c
   if open_t > now then
     now = open_t
   end
 end
-local edge = now - window
+-- History is kept for the longest window the key has seen, not only this repair's, and the TTL
+-- is never shortened (a longer rule on the key set it).
+local edge = now - longest
+ttl = ttl - window + longest
 
 local epoch = ARGV[6]
 if epoch ~= '' and call('HGET', marker, 'epoch') ~= epoch then
@@ -144,27 +166,27 @@ for bt, _ in pairs(buckets) do
   end
 end
 table.sort(times)
+local kept_ms = call('PTTL', key)
 call('DEL', key)
 if #times == 0 then
   return {added_local, added_failover}
-end
-local sum = 0
-for _, bt in ipairs(times) do
-  sum = sum + buckets[bt]
 end
 local open_t = times[#times]
 local oldest = 0
 if #times > 1 then
   oldest = times[1]
 end
-call('RPUSH', key, pack('>ddddd', sum, open_t, buckets[open_t], oldest, now + 2 * ttl))
+local expire_ms = math.max(kept_ms, (now - server) + 2 * ttl)
+local cum = 0
 local chunk = {}
 for i = 1, #times - 1 do
-  chunk[#chunk + 1] = pack('>dd', times[i], buckets[times[i]])
-  if #chunk == 500 or i == #times - 1 then
-    call('RPUSH', key, unpack(chunk))
-    chunk = {}
-  end
+  cum = cum + buckets[times[i]]
+  chunk[#chunk + 1] = pack('>dd', times[i], cum)
 end
-call('PEXPIRE', key, format('%d', 2 * ttl))
+cum = cum + buckets[open_t]
+call('RPUSH', key, pack('>dddddd', cum, open_t, 0, oldest, server + expire_ms, longest))
+for i = 1, #chunk, 500 do
+  call('RPUSH', key, unpack(chunk, i, math.min(i + 499, #chunk)))
+end
+call('PEXPIRE', key, format('%d', expire_ms))
 return {added_local, added_failover}

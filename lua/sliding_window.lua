@@ -4,21 +4,38 @@
 -- Semantics: at most `limit` permits in ANY span (now - window, now] of Redis server milliseconds.
 --
 -- Storage: ONE key per limiter, a LIST, so a limiter always lives in one Cluster slot:
---   index 0     the header, struct.pack('>ddddd', sum, open ms, open permits, oldest ms, deadline)
---               sum: permits in all stored buckets; open: the newest bucket (the millisecond that
---               admitted last); oldest: the oldest closed bucket's ms (0 = none); deadline: until
---               when (on this script's clock) the key's TTL is known to keep it
---   index 1..n  the closed buckets, struct.pack('>dd', ms, permits): one per millisecond that
---               admitted something, oldest first
+--   index 0     the header, struct.pack('>dddddd', cum, open ms, base, oldest ms, deadline, longest)
+--               cum: permits admitted through the open bucket (the newest, the millisecond that
+--               admitted last), counted since the key was made, modulo 2^52; base: the same count
+--               just before the oldest stored bucket; oldest: the oldest closed bucket's ms (0 =
+--               none); deadline: until when (Redis server ms) the key's TTL is known to keep it;
+--               longest: the longest window any call brought while the key lived
+--   index 1..n  the closed buckets, struct.pack('>dd', ms, cum through this bucket): one per
+--               millisecond that admitted something, oldest first
+-- A window's count is a difference of two running totals, and the totals grow with time, so one
+-- binary search over the list (LINDEX, O(log n) reads) finds where any window begins and when a
+-- denied request fits: no call reads the window bucket by bucket, whatever its cost or window.
+-- Totals are kept modulo 2^52 so they stay exact doubles forever; a difference is exact while the
+-- stored buckets hold fewer than 2^52 permits (an admission that would break that keeps only its
+-- own window's history).
+-- History is kept for the LONGEST window seen while the key lives, so a call with a short window
+-- never drops buckets that a longer rule on the same key still counts. A 40-byte header (the
+-- previous layout: per-bucket counts, '>ddddd' sum, open ms, open permits, oldest, deadline on
+-- the caller's clock) is rewritten once into this layout when first read; its longest window is
+-- unknown and taken to be that call's.
 -- Numbers are stored packed (exact integers in doubles) because converting decimal text costs a
 -- script call more than anything else it does (strtod per number read, printf per number written).
--- A bucket at ms t counts while t > now - window. A typical call reads only index 0: a denial
--- writes nothing, an admission rewrites index 0 (and pushes the previous open bucket when the
--- millisecond changed); the first admission after a bucket left the window drops it. Memory
--- grows with the number of distinct milliseconds that admitted something (at most `window` of
--- them), never with permits: 5000 permits/s in a 1 s window is at most 1000 small listpack
--- strings, not 5000 ZSET members. There is no member to collide, so nothing can overwrite an
--- admitted permit (the seed design's "{now}:{client}:{random}" member lost entries that way).
+-- A bucket at ms t counts while t > now - window. A typical call reads index 0 and at most a
+-- couple of buckets: a denial writes nothing (unless it brings a longer window than the key has
+-- seen), an admission rewrites index 0 (and pushes the previous open bucket when the millisecond
+-- changed); the first admission after buckets left the longest window drops them. Memory grows
+-- with the number of distinct milliseconds that admitted something (at most `longest` of them),
+-- never with permits: 5000 permits/s in a 1 s window is at most 1000 small listpack strings, not
+-- 5000 ZSET members. There is no member to collide, so nothing can overwrite an admitted permit
+-- (the seed design's "{now}:{client}:{random}" member lost entries that way).
+--
+-- The key's TTL is kept on Redis server time: it must outlive the newest bucket by the longest
+-- window, whichever clock (server or an accepted client clock) placed that bucket.
 --
 -- Cost: the script keeps redis.call() and number/text conversions to a minimum; numbers handed to
 -- redis.call are formatted with string.format('%d') (Lua's own number-to-string is a float printf).
@@ -59,15 +76,19 @@ local MAX_TIME_MS = 1000000000000000
 local TTL_SLACK_MS = 1000
 local MAX_BATCH = 1000
 
+local MOD = 4503599627370496 -- 2^52: running totals wrap here, so every sum stays exact
+
 local find, sub, format, tonumber = string.find, string.sub, string.format, tonumber
+local floor = math.floor
+local unpack_list = unpack -- Lua's own, before the name is taken for struct.unpack below
 local pack, unpack = struct.pack, struct.unpack
 local call = redis.call
-local HEADER, BUCKET = '>ddddd', '>dd'
+local HEADER, BUCKET = '>dddddd', '>dd'
 
 
 -- A packed number that is an integer in [lo, hi] (NaN and infinities fail the comparisons).
 local function int_in(x, lo, hi)
-  return x ~= nil and x >= lo and x <= hi and x == math.floor(x)
+  return x ~= nil and x >= lo and x <= hi and x == floor(x)
 end
 
 local function server_ms()
@@ -75,75 +96,136 @@ local function server_ms()
   return tonumber(t[1] .. sub('000000' .. t[2], -6, -4))
 end
 
--- Walks the buckets oldest first: the closed ones from index 1, then the open one. Returns how
--- many closed buckets left the window, their permits, the ms of the bucket whose expiry makes
--- `cost` fit (nil if it fits now), and the oldest closed bucket still inside (0 if none).
-local function walk(key, edge, sum, limit, cost, open_t, open_c, has_closed)
-  local expired, freed, need, acc, first_live = 0, 0, nil, 0, 0
-  local items, k, next_index, page, closed_left = {}, 1, 1, 4, has_closed
-  while true do
-    local t, c, last
-    if k <= #items then
-      t, c = unpack(BUCKET, items[k])
-      k = k + 1
-    elseif closed_left then
-      items = call('LRANGE', key, format('%d', next_index), format('%d', next_index + page - 1))
-      closed_left = #items == page
-      next_index = next_index + #items
-      page = page * 2
-      k = 1
-    else
-      t, c, last = open_t, open_c, true
+-- Permits between two running totals (a later minus an earlier one).
+local function between(later, earlier)
+  return (later - earlier) % MOD
+end
+
+-- Closed bucket i (list index 1..n), read once per call: its ms and running total, or nil past
+-- the last closed bucket.
+local function bucket(key, cache, i)
+  local item = cache[i]
+  if item == nil then
+    item = call('LINDEX', key, format('%d', i)) or false
+    cache[i] = item
+  end
+  if item then
+    return unpack(BUCKET, item)
+  end
+  return nil
+end
+
+-- The first closed bucket from `lo` for which `past(ms, total)` holds (one past the last closed
+-- bucket if none); `past` is false then true along the list. From the front it probes lo, lo+1,
+-- then doubles its steps (the steady state's boundary is at the first or second bucket, so that
+-- is one or two reads, and no list length is needed); from the back (`hi` = the last closed
+-- bucket) it doubles from there. Then it bisects: O(log d) reads, d the distance from that end.
+local function first(key, cache, lo, hi, past, from_back)
+  local function test(i)
+    local t, c = bucket(key, cache, i)
+    return t == nil or past(t, c)
+  end
+  local a, b = lo, hi -- the answer lies in a..b+1 (b nil: not known yet)
+  local step = 1
+  if from_back then
+    while a <= b do
+      local i = math.max(a, b - step + 1)
+      if test(i) then
+        b = i - 1
+      else
+        a = i + 1
+        break
+      end
+      step = step * 2
     end
-    if t ~= nil then
-      if need == nil then
-        if t <= edge then
-          expired = expired + 1
-          freed = freed + c
-        else
-          if not last then
-            first_live = t
-          end
-          need = (sum - freed) + cost - limit
-          if need <= 0 then
-            return expired, freed, nil, first_live
-          end
-        end
+  else
+    if cache[a] == nil and cache[a + 1] == nil then
+      -- The first two probes in one read.
+      local items = call('LRANGE', key, format('%d', a), format('%d', a + 1))
+      cache[a], cache[a + 1] = items[1] or false, items[2] or false
+    end
+    local grow = false
+    while b == nil or a <= b do
+      local i = a + step - 1
+      if b ~= nil and i > b then
+        i = b
       end
-      if need ~= nil then
-        acc = acc + c
-        if acc >= need then
-          return expired, freed, t, first_live
-        end
+      if test(i) then
+        b = i - 1
+        break
       end
-      if last then
-        return expired, freed, nil, first_live
+      a = i + 1
+      if grow then
+        step = step * 2
       end
+      grow = true
     end
   end
+  while a <= b do
+    local mid = floor((a + b) / 2)
+    if test(mid) then
+      b = mid - 1
+    else
+      a = mid + 1
+    end
+  end
+  return a
+end
+
+-- Rewrites a key in the previous layout (40-byte header, per-bucket counts) into this one. Runs
+-- once per key, the first time a new script reads it; keeps the key's TTL.
+local function upgrade(key, head, window)
+  local _, open_t, open_c, oldest = unpack('>ddddd', head)
+  local ttl = call('PTTL', key)
+  local items = call('LRANGE', key, '1', '-1')
+  local cum = 0
+  for i = 1, #items do
+    local t, c = unpack(BUCKET, items[i])
+    cum = cum + c
+    items[i] = pack(BUCKET, t, cum)
+  end
+  cum = cum + open_c
+  call('DEL', key)
+  local header = pack(HEADER, cum, open_t, 0, oldest, 0, window)
+  call('RPUSH', key, header)
+  for i = 1, #items, 500 do
+    call('RPUSH', key, unpack_list(items, i, math.min(i + 499, #items)))
+  end
+  if ttl > 0 then
+    call('PEXPIRE', key, format('%d', ttl))
+  end
+  return header
 end
 
 -- Decides `n` identical requests of `cost` permits at `now`, in order, and appends each one's
 -- {allowed (0|1), used, retry_after_ms, reset_after_ms, now} to `out`. Deciding a run of equal
 -- requests at once is what makes a coalesced batch cheap: one read and one write for all of them.
--- Writes only when `consume` and something is admitted. Returns an error reply, or nil.
-local function decide(out, key, now, window, limit, cost, consume, ttl, n)
+-- `server` is Redis TIME (the TTL's clock); `slack` how long past the longest window the key must
+-- outlive its newest bucket. Writes only when `consume` and something is admitted, or when the
+-- call brings a longer window than the key has seen. Returns an error reply, or nil.
+local function decide(out, key, now, server, window, limit, cost, consume, slack, n)
   local head = call('LINDEX', key, '0')
-  local sum, open_t, open_c, oldest, deadline
+  local cum, open_t, base, oldest, deadline, longest
   if head then
-    if #head ~= 40 then
+    if #head == 40 then
+      head = upgrade(key, head, window)
+    elseif #head ~= 48 then
       return redis.error_reply('rl: ' .. key .. ' holds something that is not an rl window')
     end
-    sum, open_t, open_c, oldest, deadline = unpack(HEADER, head)
+    cum, open_t, base, oldest, deadline, longest = unpack(HEADER, head)
     if open_t > now then
       now = open_t
     end
   end
+  local grew = head and window > longest
+  if head and window > longest then
+    longest = window
+  end
   local edge = now - window
   local o = #out
 
-  if open_t == nil or open_t <= edge then
-    -- Nothing inside the window.
+  if open_t == nil or open_t <= now - longest then
+    -- Nothing inside even the longest window: the key starts afresh.
     if not consume then
       for i = 1, n do
         out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = 1, 0, 0, 0, now
@@ -154,9 +236,10 @@ local function decide(out, key, now, window, limit, cost, consume, ttl, n)
     if head then
       call('DEL', key)
     end
-    local k = math.min(n, math.floor(limit / cost))
-    call('RPUSH', key, pack(HEADER, k * cost, now, k * cost, 0, now + 2 * ttl))
-    call('PEXPIRE', key, format('%d', 2 * ttl))
+    local k = math.min(n, floor(limit / cost))
+    local ttl = (now > server and now - server or 0) + 2 * (window + slack)
+    call('RPUSH', key, pack(HEADER, k * cost, now, 0, 0, server + ttl, window))
+    call('PEXPIRE', key, format('%d', ttl))
     for i = 1, n do
       if i <= k then
         out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = 1, i * cost, 0, window, now
@@ -169,47 +252,113 @@ local function decide(out, key, now, window, limit, cost, consume, ttl, n)
     return nil
   end
 
-  local expired, freed, fits_at = 0, 0, nil
-  if (oldest ~= 0 and oldest <= edge) or sum + cost > limit then
-    expired, freed, fits_at, oldest = walk(key, edge, sum, limit, cost, open_t, open_c, oldest ~= 0)
+  local cache, closed = {}, nil
+  local function count()
+    if closed == nil then
+      closed = call('LLEN', key) - 1
+    end
+    return closed
   end
-  local used = sum - freed
+  -- e: the last closed bucket at or before `edge` (0 = none); cum_e: the total through it.
+  local used, e, cum_e = 0, 0, base
+  if open_t > edge then
+    if oldest ~= 0 and oldest <= edge then
+      -- Near the front when the window is the longest one, near the back for a shorter one.
+      local back = edge - oldest > open_t - edge
+      e = first(key, cache, 1, back and count() or nil, function(t) return t > edge end, back) - 1
+      if e > 0 then
+        local _, c = bucket(key, cache, e)
+        cum_e = c
+      end
+    end
+    used = between(cum, cum_e)
+  else
+    -- The whole window is empty, but the key keeps history for a longer one.
+    e = -1
+  end
+
+  -- When the next request fits if `extra` more permits are admitted now: the ms of the bucket
+  -- whose leaving frees enough (now: only the bucket being made holds what is needed).
+  local function fits_at(extra)
+    if e < 0 then
+      return now
+    end
+    local need = used + extra + cost - limit
+    if between(cum, cum_e) < need then
+      return now
+    end
+    local back = need > used / 2
+    local j = first(key, cache, e + 1, back and count() or nil, function(_, c) return between(c, cum_e) >= need end, back)
+    return bucket(key, cache, j) or open_t
+  end
+
   local k = 0
   if used + cost <= limit then
     k = n
     if consume then
-      k = math.min(n, math.floor((limit - used) / cost))
+      k = math.min(n, floor((limit - used) / cost))
     end
   end
-  local reset_after = open_t + window - now
+  local reset_after = 0
+  if e >= 0 then
+    reset_after = open_t + window - now
+  end
+  local retry_at
+  if k < n then
+    retry_at = fits_at(consume and k * cost or 0)
+  end
   if consume and k > 0 then
-    if k < n then
-      -- The requests after the k admitted ones wait for the k admissions too: find when the
-      -- next one fits, on the window as it will be (read before it is rewritten below).
-      local _, _, at = walk(key, edge, sum + k * cost, limit, cost, open_t, open_c, oldest ~= 0 or expired > 0)
-      fits_at = at or now
+    -- Drop the closed buckets that left the longest window (1..cut).
+    local keep_edge = now - longest
+    local cut = 0
+    if oldest ~= 0 and oldest <= keep_edge then
+      if keep_edge == edge and e >= 0 then
+        cut = e
+      else
+        cut = first(key, cache, 1, nil, function(t) return t > keep_edge end, false) - 1
+      end
     end
-    if expired > 0 then
-      -- Drop closed buckets 1..expired; the last dropped slot becomes the header, rewritten below.
-      call('LTRIM', key, format('%d', expired), '-1')
+    local cum_cut = base
+    if cut > 0 then
+      local _, c = bucket(key, cache, cut)
+      cum_cut = c
     end
-    if open_t == now then
-      open_c = open_c + k * cost
-    else
-      call('RPUSH', key, pack(BUCKET, open_t, open_c))
+    if between(cum, cum_cut) + k * cost >= MOD then
+      -- The stored totals would stop being exact: keep only this call's window.
+      longest = window
+      if e > 0 then
+        cut, cum_cut = e, cum_e
+      elseif e < 0 then
+        cut, cum_cut = count(), cum
+      end
+    end
+    if cut > 0 then
+      oldest = bucket(key, cache, cut + 1) or 0
+      -- Drop closed buckets 1..cut; the last dropped slot becomes the header, rewritten below.
+      call('LTRIM', key, format('%d', cut), '-1')
+      base = cum_cut
+    end
+    if open_t ~= now then
+      call('RPUSH', key, pack(BUCKET, open_t, cum))
       if oldest == 0 then
         oldest = open_t
       end
-      open_t, open_c = now, k * cost
+      open_t = now
     end
-    -- The TTL must outlive the newest bucket under THIS call's window (a later call may bring a
-    -- longer window than the one that set it); set it for twice that, so it is renewed rarely.
-    if deadline < now + ttl then
-      deadline = now + 2 * ttl
-      call('PEXPIRE', key, format('%d', 2 * ttl))
-    end
-    call('LSET', key, '0', pack(HEADER, used + k * cost, open_t, open_c, oldest, deadline))
+    cum = (cum + k * cost) % MOD
     reset_after = window
+    grew = true
+  end
+  if grew then
+    -- The TTL (server time) must outlive the newest bucket by the longest window, even when a
+    -- client clock ahead of Redis placed that bucket; set for twice that, so it is renewed rarely.
+    local ahead = now > server and now - server or 0
+    if deadline < server + ahead + longest + slack then
+      local ttl = ahead + 2 * (longest + slack)
+      deadline = server + ttl
+      call('PEXPIRE', key, format('%d', ttl))
+    end
+    call('LSET', key, '0', pack(HEADER, cum, open_t, base, oldest, deadline, longest))
   end
   for i = 1, n do
     if i <= k then
@@ -223,7 +372,7 @@ local function decide(out, key, now, window, limit, cost, consume, ttl, n)
       if consume then
         u = used + k * cost
       end
-      out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = 0, u, fits_at + window - now, reset_after, now
+      out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = 0, u, retry_at + window - now, reset_after, now
     end
     o = o + 5
   end
@@ -252,11 +401,11 @@ if ARGV[1] == 'rl1' then
   end
   local now
   local slack = TTL_SLACK_MS
+  local server = server_ms()
   if client_now == 0 then
-    now = server_ms()
+    now = server
   else
     now = client_now
-    local server = server_ms()
     if math.abs(now - server) > max_skew then
       return {-2, server}
     end
@@ -272,7 +421,7 @@ if ARGV[1] == 'rl1' then
       and limits[j + 1] == limits[i] and costs[j + 1] == costs[i] do
       j = j + 1
     end
-    local err = decide(out, key, now, windows[i], limits[i], costs[i], consume[i], windows[i] + slack, j - i + 1)
+    local err = decide(out, key, now, server, windows[i], limits[i], costs[i], consume[i], slack, j - i + 1)
     if err then return err end
     i = j + 1
   end
@@ -305,6 +454,7 @@ if int_arg(ARGV[5], 0, MAX_TIME_MS) == nil then return invalid end
 if #ARGV[6] == 0 or #ARGV[6] > 256 then return invalid end
 
 local out = {}
-local err = decide(out, KEYS[1], server_ms(), window, max_req, 1, true, window + TTL_SLACK_MS, 1)
+local server = server_ms()
+local err = decide(out, KEYS[1], server, server, window, max_req, 1, true, TTL_SLACK_MS, 1)
 if err then return err end
 return {out[1], max_req - out[2], out[2], 'normal'}

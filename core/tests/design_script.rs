@@ -165,3 +165,26 @@ fn native_convention_rejects_bad_arguments_before_writing() {
     }
     assert_eq!(dbsize(&server), 0);
 }
+
+#[test]
+fn a_window_in_the_previous_40_byte_layout_is_read_and_upgraded() {
+    let server = server();
+    let native = blocking_with(&server, strict());
+    let key = native.redis_key("old");
+    let pack = |v: &[f64]| v.iter().flat_map(|x| x.to_be_bytes()).collect::<Vec<u8>>();
+    // As the previous script wrote it: (sum, open ms, open permits, oldest ms, deadline), then
+    // closed buckets (ms, permits). A fleet mid-upgrade still has such keys.
+    let now = wall_ms() as f64;
+    let head = pack(&[6.0, now - 5000.0, 3.0, now - 20_000.0, now + 120_000.0]);
+    let (b1, b2) = (pack(&[now - 20_000.0, 2.0]), pack(&[now - 10_000.0, 1.0]));
+    cmd(&server, &[b"RPUSH", &key, &head, &b1, &b2]);
+    cmd(&server, &[b"PEXPIRE", &key, b"120000"]);
+    let d = native.peek("old", 10, 60_000).unwrap();
+    assert_eq!(d.used, 6, "{d:?}");
+    assert_eq!(native.peek("old", 10, 12_000).unwrap().used, 4, "only the buckets at -10 s and -5 s are inside 12 s");
+    let d = native.acquire("old", 10, 60_000, 4).unwrap();
+    assert!(d.allowed && d.used == 10, "{d:?}");
+    assert!(!native.acquire("old", 10, 60_000, 1).unwrap().allowed);
+    let ttl = cmd(&server, &[b"PTTL", &key]).as_int().unwrap();
+    assert!(ttl > 60_000, "the upgraded key keeps a TTL covering its window: {ttl}");
+}

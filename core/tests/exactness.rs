@@ -2,6 +2,8 @@
 
 mod common;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -99,15 +101,29 @@ fn evalsha_calls(server: &rl_harness::RedisServer) -> i64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_requests_for_one_key_share_script_calls_and_stay_exact() {
     let server = server();
-    let limiter = limiter(&server);
+    // The first call waits out the pause below, so it must not time out meanwhile.
+    let limiter = limiter_with(&server, Options { request_timeout: Duration::from_secs(30), ..strict() });
     limiter.acquire("warm", 1, 1000, 1).await.unwrap(); // connect and load the script first
     let before = evalsha_calls(&server);
+    // Redis holds every script call until all 512 requests are queued, so how many calls they
+    // take is the design's, not the scheduler's: the first request's call is in flight, the other
+    // 511 wait behind it and go in batches of at most 128.
+    cmd(&server, &[b"CLIENT", b"PAUSE", b"30000", b"WRITE"]);
+    let started = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::new();
     for i in 0..512u64 {
-        let l = limiter.clone();
+        let (l, started) = (limiter.clone(), started.clone());
         // Mixed limits, windows and costs on one key: each is decided by its own rules, in order.
-        tasks.push(tokio::spawn(async move { l.acquire("hot", 300, 60_000 + i % 2, 1 + i % 2).await.unwrap() }));
+        tasks.push(tokio::spawn(async move {
+            // Counted in the same poll that queues the request (nothing awaits before the queue).
+            started.fetch_add(1, Ordering::SeqCst);
+            l.acquire("hot", 300, 60_000 + i % 2, 1 + i % 2).await.unwrap()
+        }));
     }
+    while started.load(Ordering::SeqCst) < 512 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    cmd(&server, &[b"CLIENT", b"UNPAUSE"]);
     let mut granted = 0;
     for (i, t) in tasks.into_iter().enumerate() {
         let d = t.await.unwrap();
@@ -116,8 +132,9 @@ async fn concurrent_requests_for_one_key_share_script_calls_and_stay_exact() {
         }
     }
     let calls = evalsha_calls(&server) - before;
-    assert!(calls < 512 / 2, "512 concurrent requests took {calls} script calls");
+    eprintln!("512 queued requests took {calls} script calls");
+    assert!(calls <= 1 + 511u64.div_ceil(128) as i64, "512 queued requests took {calls} script calls");
     let state = limiter.peek("hot", 300, 60_000).await.unwrap();
     assert_eq!(state.used, granted);
-    assert!(granted <= 300 && granted >= 299, "granted {granted}");
+    assert!((299..=300).contains(&granted), "granted {granted}");
 }

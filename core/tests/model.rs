@@ -1,5 +1,10 @@
-//! The memory backend is the model: random sequences of acquire/peek/reset with random limits,
-//! windows, costs and time steps must get identical decisions from Redis and from memory.
+//! Random sequences of acquire/peek/reset with random limits, windows (several per key), costs and
+//! time steps, checked against an independent brute-force oracle: a plain list of the admitted
+//! `(time, cost)` per key and the decision a correct sliding window must make from it. Runs on a
+//! client clock (every millisecond chosen, Redis and memory side by side, which must also agree)
+//! and on Redis TIME (the times are the decisions' own `now_ms`); on Redis TIME every step also
+//! checks that the key's TTL outlives every permit the oracle knows is live, and a rule that never
+//! changes on a key is checked after the fact: the most permits in any window is at most the limit.
 
 mod common;
 
@@ -7,90 +12,375 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
-use rl_core::{blocking, Limiter, ManualClock};
+use rl_core::{audit::max_in_any_window, blocking, Clock, Decision, Limiter, ManualClock};
+use rl_harness::{RedisServer, RespValue};
+
+/// What a call asks for, and what the oracle says it must get.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Verdict {
+    allowed: bool,
+    used: u64,
+    retry_after_ms: u64,
+    reset_after_ms: u64,
+}
+
+impl From<&Decision> for Verdict {
+    fn from(d: &Decision) -> Self {
+        Verdict { allowed: d.allowed, used: d.used, retry_after_ms: d.retry_after_ms, reset_after_ms: d.reset_after_ms }
+    }
+}
+
+/// One key as the oracle sees it. Every admission is kept in `admitted`, oldest first. A key keeps
+/// history for the longest window seen while it lives, so an admission older than `now - longest`
+/// may have been dropped (by a later admission, or with the key's TTL): the first `uncertain`
+/// entries may or may not still count, and the backend's state is `admitted[i..]` for some
+/// `i <= uncertain` (buckets are dropped oldest first). The oracle keeps every such `i` that
+/// explains all the decisions so far.
+#[derive(Debug, Default, Clone)]
+struct Oracle {
+    admitted: Vec<(u64, u64)>,
+    uncertain: usize,
+    longest: u64,
+}
+
+/// The decision a sliding window must make on exactly `live` (admissions, oldest first).
+fn brute(live: &[(u64, u64)], now: u64, limit: u64, window: u64, cost: u64, consume: bool) -> Verdict {
+    let inside: Vec<(u64, u64)> = live.iter().copied().filter(|&(t, _)| t + window > now).collect();
+    let used: u64 = inside.iter().map(|&(_, c)| c).sum();
+    let reset = inside.last().map_or(0, |&(t, _)| t + window - now);
+    if used + cost > limit {
+        let need = used + cost - limit;
+        let mut acc = 0;
+        let at = inside.iter().find(|&&(_, c)| {
+            acc += c;
+            acc >= need
+        });
+        let t = at.expect("cost <= limit, so the window holds enough to free").0;
+        return Verdict { allowed: false, used, retry_after_ms: t + window - now, reset_after_ms: reset };
+    }
+    if consume {
+        Verdict { allowed: true, used: used + cost, retry_after_ms: 0, reset_after_ms: window }
+    } else {
+        Verdict { allowed: true, used, retry_after_ms: 0, reset_after_ms: reset }
+    }
+}
+
+impl Oracle {
+    /// Checks `got` (one decision per request; `n` identical requests decided at `now`, as a
+    /// multiset) and records what was admitted.
+    fn check(&mut self, now: u64, limit: u64, window: u64, cost: u64, consume: bool, got: &[Verdict]) -> Result<(), String> {
+        // What fell out of the longest window may be gone from here on.
+        let stale = self.admitted.partition_point(|&(t, _)| t + self.longest <= now);
+        self.uncertain = self.uncertain.max(stale);
+        if self.uncertain == self.admitted.len() {
+            // Nothing is surely kept: the key may have expired, and with it the longest window.
+            self.longest = 0;
+        }
+        let mut got = got.to_vec();
+        got.sort_unstable();
+        let mut fits = Vec::new();
+        for i in 0..=self.uncertain {
+            let mut live = self.admitted[i..].to_vec();
+            let mut want = Vec::new();
+            for _ in 0..got.len() {
+                let v = brute(&live, now, limit, window, cost, consume);
+                if v.allowed && consume {
+                    live.push((now, cost));
+                }
+                want.push(v);
+            }
+            want.sort_unstable();
+            if want == got {
+                fits.push(i);
+            }
+        }
+        let Some(&first) = fits.first() else {
+            let options: Vec<_> = (0..=self.uncertain).map(|i| brute(&self.admitted[i..], now, limit, window, cost, consume)).collect();
+            return Err(format!(
+                "at {now} (limit {limit}, window {window}, cost {cost}, consume {consume}) got {got:?}; a sliding window over {:?} \
+                 ({} oldest possibly dropped) gives one of {options:?}",
+                self.admitted, self.uncertain
+            ));
+        };
+        // States before the first that fits cannot be the backend's, now or later.
+        self.admitted.drain(..first);
+        self.uncertain -= first;
+        let admitted_any = consume && got.iter().any(|v| v.allowed);
+        if admitted_any || self.uncertain < self.admitted.len() {
+            self.longest = self.longest.max(window);
+        }
+        if consume {
+            let n = got.iter().filter(|v| v.allowed).count();
+            self.admitted.extend(std::iter::repeat_n((now, cost), n));
+        }
+        Ok(())
+    }
+
+    fn reset(&mut self) {
+        *self = Oracle::default();
+    }
+
+    /// The latest moment (on the deciding clock) until which an admission surely still counts.
+    fn surely_live_until(&self) -> Option<u64> {
+        self.admitted[self.uncertain..].last().map(|&(t, _)| t + self.longest)
+    }
+}
 
 #[derive(Debug, Clone)]
 enum Op {
-    Acquire { key: u8, limit: u64, window: u64, cost: u64 },
-    Peek { key: u8, limit: u64, window: u64 },
-    Reset { key: u8 },
+    /// `rule: None` uses the key's own rule; `Some` a different limit and window on the same key.
+    Acquire {
+        key: u8,
+        rule: Option<(u64, u64)>,
+        cost: u64,
+    },
+    Peek {
+        key: u8,
+        rule: Option<(u64, u64)>,
+    },
+    Reset {
+        key: u8,
+    },
+    /// Client clock: advance by this many ms. Redis TIME: sleep this many ms.
     Advance(u64),
-    /// `n` identical acquires at once: on Redis they run concurrently and are coalesced into
-    /// batches; their decisions, as a multiset, must equal `n` sequential ones in memory.
-    Burst { key: u8, limit: u64, window: u64, cost: u64, n: usize },
+    /// `n` identical acquires at once (client clock only): on Redis they run concurrently and are
+    /// coalesced into batches; their decisions, as a multiset, must be `n` sequential ones.
+    Burst {
+        key: u8,
+        cost: u64,
+        n: usize,
+    },
 }
 
-fn op() -> impl Strategy<Value = Op> {
-    // Few keys and small numbers, so windows fill, expire and collide often.
-    let limit = 1u64..12;
-    let window = prop_oneof![1u64..5, 5u64..200, 200u64..3000];
-    prop_oneof![
-        6 => (0u8..3, limit.clone(), window.clone(), 1u64..12).prop_map(|(key, limit, window, c)| Op::Acquire { key, limit, window, cost: 1 + c % limit }),
-        2 => (0u8..3, limit, window).prop_map(|(key, limit, window)| Op::Peek { key, limit, window }),
-        1 => (0u8..3).prop_map(|key| Op::Reset { key }),
-        4 => prop_oneof![Just(0u64), 0u64..3, 0u64..400, 0u64..4000].prop_map(Op::Advance),
-        1 => (0u8..3, 1u64..12, 1u64..3000, 1u64..12, 2usize..40).prop_map(|(key, limit, window, c, n)| Op::Burst { key, limit, window, cost: 1 + c % limit, n }),
-    ]
+const KEYS: usize = 3;
+
+#[derive(Debug, Clone)]
+struct Case {
+    /// Each key's own (limit, window).
+    rules: Vec<(u64, u64)>,
+    ops: Vec<Op>,
 }
 
-/// Runs one random sequence on fresh keys of both backends; any difference fails the case.
-fn run_case(url: &str, case: u64, ops: &[Op]) -> Result<(), TestCaseError> {
-    let clock = Arc::new(ManualClock::new(common::wall_ms()));
-    // A fresh prefix per case: cases never see each other's windows.
-    let options = rl_core::Options { key_prefix: format!("model{case}:"), ..common::client_clock(clock.clone()) };
-    let redis = blocking::Limiter::open(Some(url), options.clone()).unwrap();
-    let memory = blocking::Limiter::from_async(Limiter::memory(options).unwrap());
+/// Few keys and small numbers, so windows fill, expire and collide often. `max_window` and the
+/// time steps are short on Redis TIME, where time really passes.
+fn case(max_window: u64, max_step: u64, bursts: bool) -> impl Strategy<Value = Case> {
+    shaped(12, max_window, max_step, bursts, 60)
+}
+
+/// `case` with the limit's and the sequence's sizes chosen: long sequences with high limits build
+/// windows of hundreds of buckets, where the script's binary searches gallop and bisect.
+fn shaped(max_limit: u64, max_window: u64, max_step: u64, bursts: bool, max_ops: usize) -> impl Strategy<Value = Case> {
+    let rule = (1u64..max_limit, prop_oneof![1u64..5, 5u64..=max_window / 10, max_window / 10..=max_window]);
+    let other = proptest::option::weighted(0.3, rule.clone());
+    let op = prop_oneof![
+        6 => (0..KEYS as u8, other.clone(), 1u64..12).prop_map(|(key, rule, cost)| Op::Acquire { key, rule, cost }),
+        2 => (0..KEYS as u8, other).prop_map(|(key, rule)| Op::Peek { key, rule }),
+        1 => (0..KEYS as u8).prop_map(|key| Op::Reset { key }),
+        4 => prop_oneof![Just(0u64), 0u64..3, 0..=max_step / 10, 0..=max_step].prop_map(Op::Advance),
+        if bursts { 1 } else { 0 } => (0..KEYS as u8, 1u64..12, 2usize..40).prop_map(|(key, cost, n)| Op::Burst { key, cost, n }),
+    ];
+    (proptest::collection::vec(rule, KEYS), proptest::collection::vec(op, 1..max_ops)).prop_map(|(rules, ops)| Case { rules, ops })
+}
+
+/// A cost that fits the rule (cost <= limit).
+fn fit(cost: u64, limit: u64) -> u64 {
+    1 + (cost - 1) % limit
+}
+
+/// Redis's TTL for `key` and its clock, read together.
+fn ttl_and_time(server: &RedisServer, key: &[u8]) -> (i64, u64) {
+    let ttl = server.command(&[b"PTTL", key]).unwrap().as_int().unwrap();
+    let RespValue::Array(t) = server.command(&[b"TIME"]).unwrap() else { panic!("TIME") };
+    let secs: u64 = t[0].as_str().unwrap().parse().unwrap();
+    let micros: u64 = t[1].as_str().unwrap().parse().unwrap();
+    (ttl, secs * 1000 + micros / 1000)
+}
+
+/// Runs one case on `limiter`. With `clock`, time is the test's; without, it is Redis TIME and
+/// `server` is read after each step for the TTL check. Returns every op's decisions (a burst's
+/// sorted), for comparing backends.
+fn run(
+    limiter: &blocking::Limiter,
+    clock: Option<&ManualClock>,
+    server: &RedisServer,
+    c: &Case,
+) -> Result<Vec<Vec<Verdict>>, TestCaseError> {
+    let mut oracles = vec![Oracle::default(); KEYS];
+    // Per key, the admitted (now_ms, cost) for the "most in any window" check, or None once the
+    // key saw a reset or a rule other than its own.
+    let mut admitted: Vec<Option<Vec<(u64, u64)>>> = vec![Some(Vec::new()); KEYS];
+    let mut last_now = [0u64; KEYS];
+    let mut out = Vec::new();
     let name = |k: u8| format!("k{k}");
-    for (i, op) in ops.iter().enumerate() {
-        let (r, m) = match *op {
-            Op::Acquire { key, limit, window, cost } => (redis.acquire(name(key), limit, window, cost), memory.acquire(name(key), limit, window, cost)),
-            Op::Peek { key, limit, window } => (redis.peek(name(key), limit, window), memory.peek(name(key), limit, window)),
-            Op::Reset { key } => {
-                redis.reset(name(key)).unwrap();
-                memory.reset(name(key)).unwrap();
-                continue;
-            }
+    for (i, op) in c.ops.iter().enumerate() {
+        let (key, decisions, limit, window, cost, consume) = match *op {
             Op::Advance(ms) => {
-                clock.advance(ms);
+                match clock {
+                    Some(clock) => clock.advance(ms),
+                    None => std::thread::sleep(std::time::Duration::from_millis(ms)),
+                }
                 continue;
             }
-            Op::Burst { key, limit, window, cost, n } => {
+            Op::Reset { key } => {
+                limiter.reset(name(key)).unwrap();
+                oracles[key as usize].reset();
+                admitted[key as usize] = None;
+                continue;
+            }
+            Op::Acquire { key, rule, cost } => {
+                let (limit, window) = rule.unwrap_or(c.rules[key as usize]);
+                if rule.is_some() {
+                    admitted[key as usize] = None;
+                }
+                let cost = fit(cost, limit);
+                (key, vec![limiter.acquire(name(key), limit, window, cost).unwrap()], limit, window, cost, true)
+            }
+            Op::Peek { key, rule } => {
+                let (limit, window) = rule.unwrap_or(c.rules[key as usize]);
+                (key, vec![limiter.peek(name(key), limit, window).unwrap()], limit, window, 1, false)
+            }
+            Op::Burst { key, cost, n } => {
+                let (limit, window) = c.rules[key as usize];
+                let cost = fit(cost, limit);
                 let rt = rl_core::runtime::handle().unwrap();
                 let joins: Vec<_> = (0..n)
                     .map(|_| {
-                        let (l, k) = (redis.as_async().clone(), name(key));
+                        let (l, k) = (limiter.as_async().clone(), name(key));
                         rt.spawn(async move { l.acquire(k, limit, window, cost).await })
                     })
                     .collect();
-                let order = |d: &rl_core::Decision| (d.allowed, d.used, d.retry_after_ms, d.reset_after_ms, d.now_ms);
-                let mut r: Vec<_> = joins.into_iter().map(|j| order(&rt.block_on(j).unwrap().unwrap())).collect();
-                let mut m: Vec<_> = (0..n).map(|_| order(&memory.acquire(name(key), limit, window, cost).unwrap())).collect();
-                r.sort_unstable();
-                m.sort_unstable();
-                prop_assert_eq!(r, m, "op {} {:?}", i, op);
-                continue;
+                (key, joins.into_iter().map(|j| rt.block_on(j).unwrap().unwrap()).collect(), limit, window, cost, true)
             }
         };
-        let (mut r, m) = (r.unwrap(), m.unwrap());
-        prop_assert_eq!(r.mode, rl_core::Mode::Normal);
-        r.mode = m.mode;
-        prop_assert_eq!(r, m, "op {} {:?}", i, op);
+        let k = key as usize;
+        let now = decisions[0].now_ms;
+        for d in &decisions {
+            prop_assert_eq!(d.now_ms, now, "op {}: one instant for a burst", i);
+            prop_assert_eq!(d.remaining, limit.saturating_sub(d.used), "op {}: {:?}", i, d);
+        }
+        match clock {
+            Some(clock) => prop_assert_eq!(now, clock.now_ms(), "op {}: decided at the client's time", i),
+            None => prop_assert!(now >= last_now[k], "op {}: time ran backwards for a window: {} < {}", i, now, last_now[k]),
+        }
+        last_now[k] = now;
+        let mut got: Vec<Verdict> = decisions.iter().map(Verdict::from).collect();
+        oracles[k].check(now, limit, window, cost, consume, &got).map_err(|e| TestCaseError::fail(format!("op {i} {op:?}: {e}")))?;
+        if let Some(a) = admitted[k].as_mut() {
+            a.extend(decisions.iter().filter(|d| d.allowed && consume).map(|d| (d.now_ms, cost)));
+        }
+        if clock.is_none() {
+            // The key must outlive every permit that surely still counts (on Redis TIME).
+            if let Some(until) = oracles[k].surely_live_until() {
+                let (ttl, server_now) = ttl_and_time(server, &limiter.redis_key(name(key)));
+                prop_assert!(
+                    ttl > 0 && server_now + ttl as u64 >= until,
+                    "op {}: the key expires in {} ms at {} but holds a permit live until {}",
+                    i,
+                    ttl,
+                    server_now,
+                    until
+                );
+            }
+        }
+        got.sort_unstable();
+        out.push(got);
     }
-    Ok(())
+    // A rule that never changed on a key: never more than its limit in any of its windows.
+    for (k, a) in admitted.iter().enumerate() {
+        if let Some(a) = a {
+            let (limit, window) = c.rules[k];
+            let max = max_in_any_window(a, window);
+            prop_assert!(max <= limit, "key {}: {} permits in one {} ms window, limit {}: {:?}", k, max, window, limit, a);
+        }
+    }
+    Ok(out)
+}
+
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(default)
+}
+
+fn check(strategy: impl Strategy<Value = Case>, cases: u32, f: impl Fn(u64, Case) -> Result<(), TestCaseError>) {
+    let mut runner = TestRunner::new(Config { cases, ..Config::default() });
+    let n = std::sync::atomic::AtomicU64::new(0);
+    if let Err(e) = runner.run(&strategy, |c| f(n.fetch_add(1, std::sync::atomic::Ordering::SeqCst), c)) {
+        panic!("{e}");
+    }
 }
 
 #[test]
-fn redis_and_memory_decide_identically() {
+fn client_clock_decisions_match_the_oracle_on_redis_and_memory_alike() {
     // The server lives in this test's scope, so it is stopped when the test ends, pass or fail.
     let server = common::server();
     let url = server.url();
-    let cases = std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(200);
-    let mut runner = TestRunner::new(Config { cases, ..Config::default() });
-    let case = std::sync::atomic::AtomicU64::new(0);
-    let result = runner.run(&proptest::collection::vec(op(), 1..60), |ops| {
-        run_case(&url, case.fetch_add(1, std::sync::atomic::Ordering::SeqCst), &ops)
+    check(case(3000, 4000, true), cases(150), |id, c| {
+        let clock = Arc::new(ManualClock::new(common::wall_ms()));
+        // A fresh prefix per case: cases never see each other's windows.
+        let options = rl_core::Options { key_prefix: format!("model{id}:"), ..common::client_clock(clock.clone()) };
+        let redis = blocking::Limiter::open(Some(&url), options.clone()).unwrap();
+        let memory = blocking::Limiter::from_async(Limiter::memory(options).unwrap());
+        let start = clock.now_ms();
+        let r = run(&redis, Some(&clock), &server, &c)?;
+        clock.set(start);
+        let m = run(&memory, Some(&clock), &server, &c)?;
+        // Same rules, same clock: the backends also agree with each other, op for op.
+        prop_assert_eq!(r, m);
+        Ok(())
     });
-    if let Err(e) = result {
-        panic!("{e}");
-    }
+}
+
+#[test]
+fn long_histories_match_the_oracle_on_redis_and_memory_alike() {
+    let server = common::server();
+    let url = server.url();
+    check(shaped(400, 3000, 40, false, 400), cases(12), |id, c| {
+        let clock = Arc::new(ManualClock::new(common::wall_ms()));
+        let options = rl_core::Options { key_prefix: format!("long{id}:"), ..common::client_clock(clock.clone()) };
+        let redis = blocking::Limiter::open(Some(&url), options.clone()).unwrap();
+        let memory = blocking::Limiter::from_async(Limiter::memory(options).unwrap());
+        let start = clock.now_ms();
+        let r = run(&redis, Some(&clock), &server, &c)?;
+        clock.set(start);
+        let m = run(&memory, Some(&clock), &server, &c)?;
+        prop_assert_eq!(r, m);
+        Ok(())
+    });
+}
+
+#[test]
+fn redis_time_decisions_match_the_oracle_from_their_own_now_ms() {
+    let server = common::server();
+    let url = server.url();
+    // Windows up to 300 ms and steps up to 150 ms of real time: a few seconds in all.
+    check(case(300, 150, false), cases(25), |id, c| {
+        let options = rl_core::Options { key_prefix: format!("time{id}:"), ..common::strict() };
+        let redis = blocking::Limiter::open(Some(&url), options).unwrap();
+        run(&redis, None, &server, &c)?;
+        Ok(())
+    });
+}
+
+#[test]
+fn an_expired_key_starts_afresh_and_the_oracle_accepts_what_it_forgot() {
+    let server = common::server();
+    let l = common::blocking_with(&server, common::strict());
+    let key = l.redis_key("exp");
+    let mut oracle = Oracle::default();
+    let mut step = |limit: u64, window: u64, cost: u64| {
+        let d = l.acquire("exp", limit, window, cost).unwrap();
+        oracle.check(d.now_ms, limit, window, cost, true, &[Verdict::from(&d)]).unwrap();
+        d
+    };
+    assert!(step(3, 50, 3).allowed);
+    assert!(!step(3, 50, 1).allowed);
+    // The TTL is twice (window + 1 s slack) at most: wait until Redis has dropped the key.
+    common::wait_until("the key's TTL to pass", std::time::Duration::from_secs(5), || {
+        server.command(&[b"EXISTS", &key]).unwrap().as_int() == Some(0)
+    });
+    // A 10 s rule now: the old permits may no longer count (the key expired with them), and
+    // what is admitted from here on is counted exactly again.
+    let d = step(4, 10_000, 4);
+    assert!(d.allowed && d.used == 4, "{d:?}");
+    let d = step(4, 10_000, 1);
+    assert!(!d.allowed && d.used == 4, "{d:?}");
 }

@@ -19,13 +19,26 @@ const SWEEP_EVERY: u32 = 4096;
 /// Kept as long as the script's key TTL past the last admission, so a call with a longer window
 /// sees the same history on both backends.
 const TTL_SLACK_MS: u64 = 1000;
+/// Running totals wrap here, as in the script (where they are doubles that must stay exact).
+const MOD: u64 = 1 << 52;
 
+/// Permits between two running totals (a later minus an earlier one).
+fn between(later: u64, earlier: u64) -> u64 {
+    (later + MOD - earlier) % MOD
+}
+
+/// The script's window: running totals per bucket, so a window's count and a denied request's
+/// retry time are each one binary search, not a scan, under the shard lock.
 #[derive(Debug, Default)]
 struct Window {
-    used: u64,
-    /// `(ms, permits)` oldest first, one per millisecond that admitted something.
+    /// `(ms, permits admitted through this bucket, modulo 2^52)` oldest first, one per millisecond
+    /// that admitted something; the last one is the open bucket.
     buckets: VecDeque<(u64, u64)>,
-    /// When the newest bucket leaves the window of the call that made it.
+    /// The running total just before the oldest stored bucket.
+    base: u64,
+    /// The longest window any call brought while this window lived: history is kept for it.
+    longest: u64,
+    /// When the newest bucket leaves the longest window (plus the script's TTL slack).
     expires_at_ms: u64,
 }
 
@@ -102,7 +115,7 @@ impl MemoryBackend {
     }
 }
 
-/// The script's `decide`, step for step. Returns the verdict and whether the window still holds
+/// The script's `decide`, rule for rule. Returns the verdict and whether the window still holds
 /// anything worth keeping.
 fn decide(w: &mut Window, now: u64, req: &Request<'_>) -> (Verdict, bool) {
     let window = req.window_ms;
@@ -111,67 +124,56 @@ fn decide(w: &mut Window, now: u64, req: &Request<'_>) -> (Verdict, bool) {
         Some((t, _)) if t > now => t,
         _ => now,
     };
+    let longest = if newest.is_some() { w.longest.max(window) } else { window };
     // Signed: early in a manual clock's life `now - window` is below zero.
     let edge = now as i64 - window as i64;
-    let live = matches!(newest, Some((t, _)) if t as i64 > edge);
+    let keep_edge = now as i64 - longest as i64;
 
-    if !live {
+    let Some((newest_t, total)) = newest.filter(|&(t, _)| t as i64 > keep_edge) else {
+        // Nothing inside even the longest window.
         if !req.consume {
-            // Like the script, a peek writes nothing: a later call with a longer window may still
-            // count these buckets.
+            // Like the script, a peek writes nothing.
             let keep = !w.buckets.is_empty();
             return (Verdict { allowed: true, used: 0, retry_after_ms: 0, reset_after_ms: 0, now_ms: now }, keep);
         }
-        w.buckets.clear();
-        w.buckets.push_back((now, req.cost));
-        w.used = req.cost;
-        w.expires_at_ms = now + window + TTL_SLACK_MS;
+        *w = Window { buckets: VecDeque::from([(now, req.cost)]), base: 0, longest: window, expires_at_ms: now + window + TTL_SLACK_MS };
         let v = Verdict { allowed: true, used: req.cost, retry_after_ms: 0, reset_after_ms: window, now_ms: now };
         return (v, true);
-    }
-    let (newest_t, _) = newest.expect("live implies a bucket");
-
-    let mut expired = 0usize;
-    let mut freed = 0u64;
-    let mut fits_at = None;
-    let mut need: Option<u64> = None;
-    let mut acc = 0u64;
-    for &(t, c) in &w.buckets {
-        if need.is_none() {
-            if t as i64 <= edge {
-                expired += 1;
-                freed += c;
-                continue;
-            }
-            let over = (w.used - freed + req.cost).saturating_sub(req.limit);
-            if over == 0 {
-                break;
-            }
-            need = Some(over);
-        }
-        acc += c;
-        if acc >= need.unwrap_or(0) {
-            fits_at = Some(t);
-            break;
-        }
-    }
-    let used = w.used - freed;
+    };
+    // A call on a live window records its window, as the script does.
+    w.longest = longest;
+    w.expires_at_ms = w.expires_at_ms.max(newest_t + longest + TTL_SLACK_MS);
+    let live = newest_t as i64 > edge;
+    // e: how many buckets are at or before the edge; the total through the last of them.
+    let e = w.buckets.partition_point(|&(t, _)| t as i64 <= edge);
+    let total_at = |w: &Window, i: usize| if i == 0 { w.base } else { w.buckets[i - 1].1 };
+    let total_e = total_at(w, e);
+    let used = if live { between(total, total_e) } else { 0 };
+    let reset_after_ms = if live { newest_t + window - now } else { 0 };
     if used + req.cost > req.limit {
-        // Unreachable `None`: cost <= limit, so the live buckets always hold enough to free.
-        let retry_after_ms = fits_at.map_or(window, |t| t + window - now);
-        let v = Verdict { allowed: false, used, retry_after_ms, reset_after_ms: newest_t + window - now, now_ms: now };
-        return (v, true);
+        // The bucket whose leaving frees enough: cost <= limit, so the live buckets hold it.
+        let need = used + req.cost - req.limit;
+        let j = w.buckets.partition_point(|&(t, c)| t as i64 <= edge || between(c, total_e) < need);
+        let retry_after_ms = w.buckets[j].0 + window - now;
+        return (Verdict { allowed: false, used, retry_after_ms, reset_after_ms, now_ms: now }, true);
     }
     if !req.consume {
-        return (Verdict { allowed: true, used, retry_after_ms: 0, reset_after_ms: newest_t + window - now, now_ms: now }, true);
+        return (Verdict { allowed: true, used, retry_after_ms: 0, reset_after_ms, now_ms: now }, true);
     }
-    // Like the script, only an admission writes: it drops what left the window and adds itself.
-    w.buckets.drain(..expired);
+    // Like the script, only an admission drops what left the longest window, then adds itself.
+    let mut cut = w.buckets.partition_point(|&(t, _)| t as i64 <= keep_edge);
+    if between(total, total_at(w, cut)) + req.cost >= MOD {
+        // The stored totals would stop being exact: keep only this call's window.
+        w.longest = window;
+        cut = e;
+    }
+    w.base = total_at(w, cut);
+    w.buckets.drain(..cut);
+    let total = (total + req.cost) % MOD;
     match w.buckets.back_mut() {
-        Some((t, c)) if *t == now => *c += req.cost,
-        _ => w.buckets.push_back((now, req.cost)),
+        Some((t, c)) if *t == now => *c = total,
+        _ => w.buckets.push_back((now, total)),
     }
-    w.used = used + req.cost;
-    w.expires_at_ms = now + window + TTL_SLACK_MS;
-    (Verdict { allowed: true, used: w.used, retry_after_ms: 0, reset_after_ms: window, now_ms: now }, true)
+    w.expires_at_ms = now + w.longest + TTL_SLACK_MS;
+    (Verdict { allowed: true, used: used + req.cost, retry_after_ms: 0, reset_after_ms: window, now_ms: now }, true)
 }
