@@ -1,7 +1,8 @@
 -- rl: writes permits an instance admitted back into a window that lacks them (see the README,
 -- "Failover repair"). Used rarely (leaving local mode, a new primary), so it favours clarity
 -- over speed: it reads the whole window, merges, and rewrites it in the layout of
--- sliding_window.lua (header + closed buckets, oldest first).
+-- sliding_window.lua (header + closed buckets, oldest first) -- up to MAX_MERGE buckets; a longer
+-- window gets a bounded, conservative repair instead (see MAX_MERGE below).
 --
 --   KEYS[1]  the window's key (as in sliding_window.lua)
 --   KEYS[2]  its repair marker, a HASH in the same slot: which repairs were applied. Fields:
@@ -41,10 +42,23 @@ local server = now -- Redis TIME: the TTL's clock
 -- The window's layout is sliding_window.lua's: a 48-byte header (running totals modulo 2^52,
 -- the longest window the key has seen), or the previous 40-byte one (per-bucket counts).
 local MOD = 4503599627370496
+-- Bounded work: a window of more than MAX_MERGE closed buckets is neither read nor rewritten.
+-- The permits such a repair adds are counted at its own `now` instead of at their ms (later than
+-- they were admitted: they count in every window they belong to, and in some later ones, an
+-- overcount for at most one window, never an undercount), and a failover part adds every bucket
+-- it reports (the new primary's copy of it is not read: again an overcount, never under).
+local MAX_MERGE = 4096
 local buckets = {}
 local longest = window
 local head = call('LINDEX', key, '0')
-if head then
+local capped = head ~= nil and #head == 48 and call('LLEN', key) - 1 > MAX_MERGE
+if capped then
+  local _, open_t, _, _, _, seen = sunpack('>dddddd', head)
+  longest = math.max(window, seen)
+  if open_t > now then
+    now = open_t
+  end
+elseif head then
   local open_t, open_c
   if #head == 48 then
     local cum, t_open, base, _, _, seen = sunpack('>dddddd', head)
@@ -120,7 +134,12 @@ end
 
 -- Raises a bucket to what this epoch's repairs know was admitted at its ms.
 local added_local, added_failover = 0, 0
-local function top_up(bt, known)
+local function top_up(bt, known, reported)
+  if capped then
+    buckets[bt] = (buckets[bt] or 0) + reported
+    added_failover = added_failover + reported
+    return
+  end
   local have = buckets[bt] or 0
   if have < known then
     buckets[bt] = known
@@ -145,18 +164,35 @@ if token ~= '' then
     -- Applied before this epoch began, and the new primary has it (it holds the token): the
     -- permits are in its buckets, and this epoch's count must know them too.
     each(ARGV[5], function(bt, bc)
-      top_up(bt, call('HINCRBY', marker, format('s:%d', bt), format('%d', bc)))
+      top_up(bt, call('HINCRBY', marker, format('s:%d', bt), format('%d', bc)), bc)
     end)
   end
 end
 if epoch ~= '' and call('HSETNX', marker, 'f:' .. instance, '1') == 1 then
   each(ARGV[7], function(bt, bc)
-    top_up(bt, call('HINCRBY', marker, format('s:%d', bt), format('%d', bc)))
+    top_up(bt, call('HINCRBY', marker, format('s:%d', bt), format('%d', bc)), bc)
   end)
 end
 call('PEXPIRE', marker, format('%d', 2 * ttl))
 if added_local + added_failover == 0 then
   return {0, 0}
+end
+
+if capped then
+  -- Everything added goes into the newest bucket, at `now`: O(1) reads and writes.
+  local cum, open_t, base, oldest, _, _ = sunpack('>dddddd', head)
+  if open_t ~= now then
+    call('RPUSH', key, pack('>dd', open_t, cum))
+    if oldest == 0 then
+      oldest = open_t
+    end
+    open_t = now
+  end
+  cum = (cum + added_local + added_failover) % MOD
+  local expire_ms = math.max(call('PTTL', key), (now - server) + 2 * ttl)
+  call('LSET', key, '0', pack('>dddddd', cum, open_t, base, oldest, server + expire_ms, longest))
+  call('PEXPIRE', key, format('%d', expire_ms))
+  return {added_local, added_failover}
 end
 
 local times = {}

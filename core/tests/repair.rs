@@ -134,3 +134,41 @@ fn a_restart_that_lost_the_data_is_repaired_from_what_this_instance_saw() {
     assert!(used <= 31, "and no more than what was admitted: {used}");
     assert!(l.stats().repaired_permits >= 30, "{:?}", l.stats());
 }
+
+/// Defect 7 of issue 11: a repair never reads, sorts or rewrites a whole long window. With more
+/// than 4096 closed buckets stored, the permits it adds are counted at its own `now` (later than
+/// they were admitted: they count in every window they belong to, and in some later ones), in a
+/// bounded number of reads and writes however long the window.
+#[test]
+fn a_repair_on_a_long_window_does_bounded_work() {
+    let server = server();
+    let t0 = wall_ms() - 50_000;
+    let clock = std::sync::Arc::new(rl_core::ManualClock::new(t0));
+    let l = blocking_with(&server, client_clock(clock.clone()));
+    for _ in 0..5000 {
+        assert!(l.acquire("long", 1_000_000, 60_000, 1).unwrap().allowed);
+        clock.advance(10);
+    }
+    let key = l.redis_key("long");
+    let len = |s: &RedisServer| cmd(s, &[b"LLEN", &key]).as_int().unwrap();
+    let before = len(&server);
+    assert!(before > 4096, "{before} buckets stored");
+    cmd(&server, &[b"CONFIG", b"RESETSTAT"]);
+    let now = wall_ms();
+    assert_eq!(repair(&server, &key, "a", "a:1", &[(now - 20_000, 3), (now - 5, 4)], "", &[]), (7, 0));
+    let stats = match cmd(&server, &[b"INFO", b"commandstats"]) {
+        RespValue::Bulk(b) => String::from_utf8(b).unwrap(),
+        other => panic!("INFO: {other:?}"),
+    };
+    assert!(!stats.contains("cmdstat_lrange"), "the repair read the window bucket by bucket:\n{stats}");
+    assert!(len(&server) <= before + 1, "the window was rewritten: {} buckets, {before} before", len(&server));
+    // Every permit is counted: the 5000 admitted and the 7 repaired.
+    clock.set(wall_ms());
+    assert_eq!(l.peek("long", 1_000_000, 60_000).unwrap().used, 5007);
+    assert_eq!(repair(&server, &key, "a", "a:1", &[(now - 20_000, 3), (now - 5, 4)], "", &[]), (0, 0), "once per token");
+    // A failover part on a long window adds what it reports without reading the new primary's
+    // copy: possibly counted twice, never lost.
+    assert_eq!(repair(&server, &key, "b", "", &[], "e1", &[(now - 100, 2)]), (0, 2));
+    assert_eq!(repair(&server, &key, "b", "", &[], "e1", &[(now - 100, 2)]), (0, 0), "once per instance and epoch");
+    assert_eq!(l.peek("long", 1_000_000, 60_000).unwrap().used, 5009);
+}
