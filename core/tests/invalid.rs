@@ -12,12 +12,15 @@ fn commands_other_than_info(server: &rl_harness::RedisServer) -> Vec<String> {
     text.lines().filter(|l| l.starts_with("cmdstat_") && !l.starts_with("cmdstat_info:")).map(String::from).collect()
 }
 
+/// One bad call: key, limit, window_ms, cost, the argument it names, and what its message shows.
+type Case = (&'static [u8], u64, u64, u64, &'static str, &'static str);
+
 #[test]
 fn bad_acquire_arguments_are_typed_errors_naming_the_value_and_write_nothing() {
     let server = server();
     let before = commands_other_than_info(&server);
     let l = blocking_with(&server, Options::default());
-    let cases: &[(&[u8], u64, u64, u64, &str, &str)] = &[
+    let cases: &[Case] = &[
         (b"", 10, 1000, 1, "key", "empty"),
         (b"k", 0, 1000, 1, "limit", "is 0"),
         (b"k", MAX_PERMITS + 1, 1000, 1, "limit", "1000000000000001"),
