@@ -64,11 +64,19 @@ impl Shared {
                 return Err(std::io::Error::last_os_error());
             }
             for fd in fds {
-                libc::fcntl(fd, libc::F_SETFL, libc::fcntl(fd, libc::F_GETFL) | libc::O_NONBLOCK);
+                libc::fcntl(
+                    fd,
+                    libc::F_SETFL,
+                    libc::fcntl(fd, libc::F_GETFL) | libc::O_NONBLOCK,
+                );
                 libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
             }
         }
-        Ok(Shared { queue: Mutex::new((Vec::new(), false)), read_fd: fds[0], write_fd: fds[1] })
+        Ok(Shared {
+            queue: Mutex::new((Vec::new(), false)),
+            read_fd: fds[0],
+            write_fd: fds[1],
+        })
     }
 
     /// Called on a runtime thread: never touches Python.
@@ -123,7 +131,9 @@ pub(crate) struct Bridge {
 impl Bridge {
     #[new]
     fn new() -> PyResult<Self> {
-        let shared = Shared::new().map_err(|e| PyOSError::new_err(format!("rl: cannot create the asyncio wake-up pipe: {e}")))?;
+        let shared = Shared::new().map_err(|e| {
+            PyOSError::new_err(format!("rl: cannot create the asyncio wake-up pipe: {e}"))
+        })?;
         Ok(Bridge {
             shared: Arc::new(shared),
             pending: Mutex::new(HashMap::new()),
@@ -171,8 +181,14 @@ impl Bridge {
     /// Forgets every pending call: for a bridge whose loop is closed, whose futures can never be
     /// resolved (and would keep the loop alive).
     fn abandon(&self) {
-        self.pending.lock().unwrap_or_else(|p| p.into_inner()).clear();
-        self.outbox.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        self.pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+        self.outbox
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
         drop(self.shared.take());
     }
 
@@ -186,12 +202,42 @@ impl Bridge {
         }
         let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
         for (id, r) in done {
-            let Some(fut) = pending.remove(&id) else { continue };
+            let Some(fut) = pending.remove(&id) else {
+                continue;
+            };
             let item = match r {
-                Ok(Ok(Outcome::Decision(d))) => PyTuple::new(py, [fut.into_any(), true.into_pyobject(py)?.to_owned().into_any().unbind(), Py::new(py, Decision::from(d))?.into_any()])?,
-                Ok(Ok(Outcome::Done)) => PyTuple::new(py, [fut.into_any(), true.into_pyobject(py)?.to_owned().into_any().unbind(), py.None()])?,
-                Ok(Err(e)) => PyTuple::new(py, [fut.into_any(), false.into_pyobject(py)?.to_owned().into_any().unbind(), errors::to_py(py, e).into_value(py).into_any()])?,
-                Err(panic) => PyTuple::new(py, [fut.into_any(), false.into_pyobject(py)?.to_owned().into_any().unbind(), errors::panicked(py, panic).into_value(py).into_any()])?,
+                Ok(Ok(Outcome::Decision(d))) => PyTuple::new(
+                    py,
+                    [
+                        fut.into_any(),
+                        true.into_pyobject(py)?.to_owned().into_any().unbind(),
+                        Py::new(py, Decision::from(d))?.into_any(),
+                    ],
+                )?,
+                Ok(Ok(Outcome::Done)) => PyTuple::new(
+                    py,
+                    [
+                        fut.into_any(),
+                        true.into_pyobject(py)?.to_owned().into_any().unbind(),
+                        py.None(),
+                    ],
+                )?,
+                Ok(Err(e)) => PyTuple::new(
+                    py,
+                    [
+                        fut.into_any(),
+                        false.into_pyobject(py)?.to_owned().into_any().unbind(),
+                        errors::to_py(py, e).into_value(py).into_any(),
+                    ],
+                )?,
+                Err(panic) => PyTuple::new(
+                    py,
+                    [
+                        fut.into_any(),
+                        false.into_pyobject(py)?.to_owned().into_any().unbind(),
+                        errors::panicked(py, panic).into_value(py).into_any(),
+                    ],
+                )?,
             };
             out.append(item)?;
         }
@@ -207,7 +253,10 @@ impl Bridge {
         F: std::future::Future<Output = rl_core::Result<Outcome>> + Send + 'static,
     {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(id, fut.clone().unbind());
+        self.pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id, fut.clone().unbind());
         let shared = self.shared.clone();
         let job: Job = Box::pin(async move {
             let r = CatchUnwind::new(work).await;
@@ -271,7 +320,9 @@ impl AsyncCore {
                     local_max_keys,
                 },
             )?;
-            Ok(AsyncCore { slot: Slot::new(opened) })
+            Ok(AsyncCore {
+                slot: Slot::new(opened),
+            })
         })
     }
 
@@ -297,7 +348,9 @@ impl AsyncCore {
             test_panic(TestPanic::Caller, &key);
             Ok(bridge.get().queue(fut, async move {
                 test_panic(TestPanic::Future, &key);
-                l.acquire(key, limit, window_ms, cost).await.map(Outcome::Decision)
+                l.acquire(key, limit, window_ms, cost)
+                    .await
+                    .map(Outcome::Decision)
             }))
         })
     }
@@ -325,7 +378,13 @@ impl AsyncCore {
         })
     }
 
-    fn reset<'py>(&self, py: Python<'py>, bridge: &Bound<'py, Bridge>, fut: &Bound<'py, PyAny>, key: &Bound<'py, PyAny>) -> PyResult<bool> {
+    fn reset<'py>(
+        &self,
+        py: Python<'py>,
+        bridge: &Bound<'py, Bridge>,
+        fut: &Bound<'py, PyAny>,
+        key: &Bound<'py, PyAny>,
+    ) -> PyResult<bool> {
         errors::guard(py, || {
             let key = convert::key(key)?;
             let l = self.slot.get(py, WHAT)?.as_async().clone();
@@ -338,16 +397,30 @@ impl AsyncCore {
         })
     }
 
-    fn ping<'py>(&self, py: Python<'py>, bridge: &Bound<'py, Bridge>, fut: &Bound<'py, PyAny>) -> PyResult<bool> {
+    fn ping<'py>(
+        &self,
+        py: Python<'py>,
+        bridge: &Bound<'py, Bridge>,
+        fut: &Bound<'py, PyAny>,
+    ) -> PyResult<bool> {
         errors::guard(py, || {
             let l = self.slot.get(py, WHAT)?.as_async().clone();
-            Ok(bridge.get().queue(fut, async move { l.ping().await.map(|_| Outcome::Done) }))
+            Ok(bridge
+                .get()
+                .queue(fut, async move { l.ping().await.map(|_| Outcome::Done) }))
         })
     }
 
     /// Memory backend: decides in place (no I/O), like the sync limiter.
     #[pyo3(signature = (key, limit, window_ms, cost = Arg::Absent), text_signature = "(self, key, limit, window_ms, cost=1)")]
-    fn decide_acquire(&self, py: Python<'_>, key: &Bound<'_, PyAny>, limit: &Bound<'_, PyAny>, window_ms: &Bound<'_, PyAny>, cost: Arg<'_>) -> PyResult<Decision> {
+    fn decide_acquire(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        limit: &Bound<'_, PyAny>,
+        window_ms: &Bound<'_, PyAny>,
+        cost: Arg<'_>,
+    ) -> PyResult<Decision> {
         errors::guard(py, || {
             let key = convert::key(key)?;
             let limit = convert::u64_arg("limit", limit)?;
@@ -355,18 +428,28 @@ impl AsyncCore {
             let cost = convert::u64_or("cost", &cost, 1)?;
             let l = self.slot.get(py, WHAT)?;
             test_panic(TestPanic::Caller, key.as_bytes());
-            l.acquire(key.as_bytes(), limit, window_ms, cost).map(Decision::from).map_err(|e| errors::to_py(py, e))
+            l.acquire(key.as_bytes(), limit, window_ms, cost)
+                .map(Decision::from)
+                .map_err(|e| errors::to_py(py, e))
         })
     }
 
-    fn decide_peek(&self, py: Python<'_>, key: &Bound<'_, PyAny>, limit: &Bound<'_, PyAny>, window_ms: &Bound<'_, PyAny>) -> PyResult<Decision> {
+    fn decide_peek(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        limit: &Bound<'_, PyAny>,
+        window_ms: &Bound<'_, PyAny>,
+    ) -> PyResult<Decision> {
         errors::guard(py, || {
             let key = convert::key(key)?;
             let limit = convert::u64_arg("limit", limit)?;
             let window_ms = convert::u64_arg("window_ms", window_ms)?;
             let l = self.slot.get(py, WHAT)?;
             test_panic(TestPanic::Caller, key.as_bytes());
-            l.peek(key.as_bytes(), limit, window_ms).map(Decision::from).map_err(|e| errors::to_py(py, e))
+            l.peek(key.as_bytes(), limit, window_ms)
+                .map(Decision::from)
+                .map_err(|e| errors::to_py(py, e))
         })
     }
 
@@ -384,7 +467,11 @@ impl AsyncCore {
         self.slot.get(py, WHAT).map(|_| ())
     }
 
-    fn redis_key<'py>(&self, py: Python<'py>, key: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+    fn redis_key<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
         errors::guard(py, || {
             let key = convert::key(key)?;
             let l = self.slot.get(py, WHAT)?;
@@ -394,9 +481,7 @@ impl AsyncCore {
 
     /// See `Limiter.stats`: never waits, so it is not a coroutine.
     fn stats(&self, py: Python<'_>) -> PyResult<Stats> {
-        errors::guard(py, || {
-            self.slot.stats(py, WHAT)
-        })
+        errors::guard(py, || self.slot.stats(py, WHAT))
     }
 
     #[getter]

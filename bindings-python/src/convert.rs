@@ -30,7 +30,10 @@ impl<'py> FromPyObject<'_, 'py> for Arg<'py> {
 
 /// `repr(obj)`, shortened so a huge argument cannot flood a log line.
 pub(crate) fn show(obj: &Bound<'_, PyAny>) -> String {
-    let r = obj.repr().map(|r| r.to_string_lossy().into_owned()).unwrap_or_else(|_| "<unprintable>".into());
+    let r = obj
+        .repr()
+        .map(|r| r.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "<unprintable>".into());
     if r.chars().count() > 80 {
         let head: String = r.chars().take(77).collect();
         format!("{head}...")
@@ -40,7 +43,10 @@ pub(crate) fn show(obj: &Bound<'_, PyAny>) -> String {
 }
 
 fn type_name(obj: &Bound<'_, PyAny>) -> String {
-    obj.get_type().name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|_| "?".into())
+    obj.get_type()
+        .name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "?".into())
 }
 
 /// A user key as bytes: `bytes` as is, `str` encoded as UTF-8.
@@ -51,13 +57,29 @@ pub(crate) fn key<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>>
     }
     if let Ok(s) = obj.cast::<PyString>() {
         return s.encode_utf8().map_err(|e| {
-            errors::invalid(py, "key", format!("{} cannot be encoded as UTF-8 ({})", show(obj), e.value(py)))
+            errors::invalid(
+                py,
+                "key",
+                format!("{} cannot be encoded as UTF-8 ({})", show(obj), e.value(py)),
+            )
         });
     }
     if obj.is_none() {
-        return Err(errors::invalid_type(py, "key", "is None; must be str or bytes".into()));
+        return Err(errors::invalid_type(
+            py,
+            "key",
+            "is None; must be str or bytes".into(),
+        ));
     }
-    Err(errors::invalid_type(py, "key", format!("is {} ({}); must be str or bytes", show(obj), type_name(obj))))
+    Err(errors::invalid_type(
+        py,
+        "key",
+        format!(
+            "is {} ({}); must be str or bytes",
+            show(obj),
+            type_name(obj)
+        ),
+    ))
 }
 
 /// A non-negative integer that fits in 64 bits.
@@ -67,18 +89,38 @@ pub(crate) fn u64_arg(name: &str, obj: &Bound<'_, PyAny>) -> PyResult<u64> {
         return int_to_u64(name, i.as_any());
     }
     if obj.is_instance_of::<PyBool>() {
-        return Err(errors::invalid_type(py, name, format!("is {}, a bool; must be an int", show(obj))));
+        return Err(errors::invalid_type(
+            py,
+            name,
+            format!("is {}, a bool; must be an int", show(obj)),
+        ));
     }
     if obj.is_none() {
-        return Err(errors::invalid_type(py, name, "is None; must be an int".into()));
+        return Err(errors::invalid_type(
+            py,
+            name,
+            "is None; must be an int".into(),
+        ));
     }
     if obj.is_instance_of::<PyFloat>() {
-        return Err(errors::invalid_type(py, name, format!("is {}, a float; must be an int", show(obj))));
+        return Err(errors::invalid_type(
+            py,
+            name,
+            format!("is {}, a float; must be an int", show(obj)),
+        ));
     }
     // int subclasses, numpy integers and anything else that is an integer by `__index__`.
-    match py.import("operator").and_then(|op| op.getattr("index")).and_then(|index| index.call1((obj,))) {
+    match py
+        .import("operator")
+        .and_then(|op| op.getattr("index"))
+        .and_then(|index| index.call1((obj,)))
+    {
         Ok(i) => int_to_u64(name, &i),
-        Err(_) => Err(errors::invalid_type(py, name, format!("is {} ({}); must be an int", show(obj), type_name(obj)))),
+        Err(_) => Err(errors::invalid_type(
+            py,
+            name,
+            format!("is {} ({}); must be an int", show(obj), type_name(obj)),
+        )),
     }
 }
 
@@ -94,7 +136,11 @@ fn int_to_u64(name: &str, i: &Bound<'_, PyAny>) -> PyResult<u64> {
                 if negative {
                     format!("is {}; must not be negative", show(i))
                 } else {
-                    format!("is {}, which does not fit in 64 bits (at most {})", show(i), u64::MAX)
+                    format!(
+                        "is {}, which does not fit in 64 bits (at most {})",
+                        show(i),
+                        u64::MAX
+                    )
                 },
             ))
         }

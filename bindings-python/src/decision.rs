@@ -46,8 +46,24 @@ impl Decision {
     /// Decisions come from limiters; building one by hand is for tests of code that consumes them.
     #[new]
     #[pyo3(signature = (allowed, remaining, used, retry_after_ms, reset_after_ms, mode, now_ms))]
-    fn new(allowed: bool, remaining: u64, used: u64, retry_after_ms: u64, reset_after_ms: u64, mode: String, now_ms: u64) -> Self {
-        Decision { allowed, remaining, used, retry_after_ms, reset_after_ms, mode: Cow::Owned(mode), now_ms }
+    fn new(
+        allowed: bool,
+        remaining: u64,
+        used: u64,
+        retry_after_ms: u64,
+        reset_after_ms: u64,
+        mode: String,
+        now_ms: u64,
+    ) -> Self {
+        Decision {
+            allowed,
+            remaining,
+            used,
+            retry_after_ms,
+            reset_after_ms,
+            mode: Cow::Owned(mode),
+            now_ms,
+        }
     }
 
     /// Which path decided: "normal" (Redis), "memory" (in-process backend), "local", "lease".
@@ -58,7 +74,18 @@ impl Decision {
 
     #[classattr]
     fn __match_args__(py: Python<'_>) -> PyResult<Bound<'_, PyTuple>> {
-        PyTuple::new(py, ["allowed", "remaining", "used", "retry_after_ms", "reset_after_ms", "mode", "now_ms"])
+        PyTuple::new(
+            py,
+            [
+                "allowed",
+                "remaining",
+                "used",
+                "retry_after_ms",
+                "reset_after_ms",
+                "mode",
+                "now_ms",
+            ],
+        )
     }
 
     fn __repr__(&self) -> String {
@@ -78,7 +105,15 @@ impl Decision {
         let d = slf.get();
         Ok((
             slf.get_type().into_any(),
-            (d.allowed, d.remaining, d.used, d.retry_after_ms, d.reset_after_ms, d.mode.to_string(), d.now_ms),
+            (
+                d.allowed,
+                d.remaining,
+                d.used,
+                d.retry_after_ms,
+                d.reset_after_ms,
+                d.mode.to_string(),
+                d.now_ms,
+            ),
         ))
     }
 }

@@ -55,7 +55,9 @@ pub(crate) fn generation() -> u64 {
 pub(crate) fn install(m: &Bound<'_, PyModule>) -> PyResult<()> {
     generation();
     let at_exit = m.getattr("_at_exit")?;
-    m.py().import("atexit")?.call_method1("register", (at_exit,))?;
+    m.py()
+        .import("atexit")?
+        .call_method1("register", (at_exit,))?;
     Ok(())
 }
 

@@ -42,14 +42,26 @@ pub(crate) fn open(py: Python<'_>, a: Args<'_>) -> PyResult<Opened> {
         None => None,
         Some(u) => match u.cast::<PyString>() {
             Ok(s) => Some(s.to_cow()?.into_owned()),
-            Err(_) => return Err(errors::invalid_type(py, "url", format!("is {}; must be a str or None", show(u)))),
+            Err(_) => {
+                return Err(errors::invalid_type(
+                    py,
+                    "url",
+                    format!("is {}; must be a str or None", show(u)),
+                ))
+            }
         },
     };
     let mut options = rl_core::Options::default();
     if let Some(p) = &a.key_prefix {
         match p.cast::<PyString>() {
             Ok(s) => options.key_prefix = s.to_cow()?.into_owned(),
-            Err(_) => return Err(errors::invalid_type(py, "key_prefix", format!("is {}; must be a str", show(p)))),
+            Err(_) => {
+                return Err(errors::invalid_type(
+                    py,
+                    "key_prefix",
+                    format!("is {}; must be a str", show(p)),
+                ))
+            }
         }
     }
     if let Some(v) = &a.connect_timeout_ms {
@@ -67,7 +79,13 @@ pub(crate) fn open(py: Python<'_>, a: Args<'_>) -> PyResult<Opened> {
     if let Some(v) = &a.local_fallback {
         match v.cast::<PyBool>() {
             Ok(b) => options.local_fallback = b.is_true(),
-            Err(_) => return Err(errors::invalid_type(py, "local_fallback", format!("is {}; must be a bool", show(v)))),
+            Err(_) => {
+                return Err(errors::invalid_type(
+                    py,
+                    "local_fallback",
+                    format!("is {}; must be a bool", show(v)),
+                ))
+            }
         }
     }
     if let Some(v) = &a.degrade_rtt_ms {
@@ -87,15 +105,24 @@ pub(crate) fn open(py: Python<'_>, a: Args<'_>) -> PyResult<Opened> {
     }
     if let Some(v) = &a.local_max_keys {
         let n = u64_arg("local_max_keys", v)?;
-        options.local_max_keys = usize::try_from(n)
-            .map_err(|_| errors::invalid(py, "local_max_keys", format!("is {n}, which does not fit in this platform's usize")))?;
+        options.local_max_keys = usize::try_from(n).map_err(|_| {
+            errors::invalid(
+                py,
+                "local_max_keys",
+                format!("is {n}, which does not fit in this platform's usize"),
+            )
+        })?;
     }
     let target = match &url {
         None => "memory://".to_string(),
         Some(u) => redact(u),
     };
-    rl_core::unwind::test_panic(rl_core::unwind::TestPanic::Caller, options.key_prefix.as_bytes());
-    let limiter = rl_core::blocking::Limiter::open(url.as_deref(), options).map_err(|e| errors::to_py(py, e))?;
+    rl_core::unwind::test_panic(
+        rl_core::unwind::TestPanic::Caller,
+        options.key_prefix.as_bytes(),
+    );
+    let limiter = rl_core::blocking::Limiter::open(url.as_deref(), options)
+        .map_err(|e| errors::to_py(py, e))?;
     Ok(Opened { limiter, target })
 }
 

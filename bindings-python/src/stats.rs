@@ -103,7 +103,14 @@ macro_rules! stats_class {
 }
 
 stats_class!(
-    [decisions_normal, decisions_local, decisions_memory, transitions_to_local, transitions_to_normal, state_ms],
+    [
+        decisions_normal,
+        decisions_local,
+        decisions_memory,
+        transitions_to_local,
+        transitions_to_normal,
+        state_ms
+    ],
     [
         redis_errors,
         retries,

@@ -63,7 +63,10 @@ impl Slot {
     }
 
     pub fn is_closed(&self) -> bool {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner()).is_none()
+        self.inner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_none()
     }
 
     /// Lets go of the limiter (calls in flight finish with their own reference).
@@ -84,7 +87,11 @@ impl Slot {
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        let taken = self.inner.get_mut().unwrap_or_else(|p| p.into_inner()).take();
+        let taken = self
+            .inner
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
         self.release(taken);
     }
 }
@@ -146,7 +153,9 @@ impl Limiter {
                     local_max_keys,
                 },
             )?;
-            Ok(Limiter { slot: Slot::new(opened) })
+            Ok(Limiter {
+                slot: Slot::new(opened),
+            })
         })
     }
 
@@ -180,7 +189,13 @@ impl Limiter {
     }
 
     /// The window's state without taking anything; `allowed`: whether one permit would fit.
-    fn peek(&self, py: Python<'_>, key: &Bound<'_, PyAny>, limit: &Bound<'_, PyAny>, window_ms: &Bound<'_, PyAny>) -> PyResult<Decision> {
+    fn peek(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        limit: &Bound<'_, PyAny>,
+        window_ms: &Bound<'_, PyAny>,
+    ) -> PyResult<Decision> {
         errors::guard(py, || {
             let key = convert::key(key)?;
             let limit = convert::u64_arg("limit", limit)?;
@@ -188,7 +203,11 @@ impl Limiter {
             let l = self.slot.get(py, WHAT)?;
             let k = key.as_bytes();
             test_panic(TestPanic::Caller, k);
-            let r = if self.slot.memory { l.peek(k, limit, window_ms) } else { lifecycle::detached(py, || l.peek(k, limit, window_ms)) };
+            let r = if self.slot.memory {
+                l.peek(k, limit, window_ms)
+            } else {
+                lifecycle::detached(py, || l.peek(k, limit, window_ms))
+            };
             r.map(Decision::from).map_err(|e| errors::to_py(py, e))
         })
     }
@@ -200,7 +219,11 @@ impl Limiter {
             let l = self.slot.get(py, WHAT)?;
             let k = key.as_bytes();
             test_panic(TestPanic::Caller, k);
-            let r = if self.slot.memory { l.reset(k) } else { lifecycle::detached(py, || l.reset(k)) };
+            let r = if self.slot.memory {
+                l.reset(k)
+            } else {
+                lifecycle::detached(py, || l.reset(k))
+            };
             r.map_err(|e| errors::to_py(py, e))
         })
     }
@@ -209,13 +232,21 @@ impl Limiter {
     fn ping(&self, py: Python<'_>) -> PyResult<()> {
         errors::guard(py, || {
             let l = self.slot.get(py, WHAT)?;
-            let r = if self.slot.memory { l.ping() } else { lifecycle::detached(py, || l.ping()) };
+            let r = if self.slot.memory {
+                l.ping()
+            } else {
+                lifecycle::detached(py, || l.ping())
+            };
             r.map_err(|e| errors::to_py(py, e))
         })
     }
 
     /// The Redis key that holds `key`'s window.
-    fn redis_key<'py>(&self, py: Python<'py>, key: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+    fn redis_key<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
         errors::guard(py, || {
             let key = convert::key(key)?;
             let l = self.slot.get(py, WHAT)?;
@@ -226,9 +257,7 @@ impl Limiter {
     /// Which path decides now, per-path counters, state transitions, Redis round trips. Never
     /// waits (no I/O); raises LimiterClosed after close().
     fn stats(&self, py: Python<'_>) -> PyResult<Stats> {
-        errors::guard(py, || {
-            self.slot.stats(py, WHAT)
-        })
+        errors::guard(py, || self.slot.stats(py, WHAT))
     }
 
     /// This limiter's id in the fleet's heartbeats in Redis; None for the memory backend.
@@ -277,6 +306,14 @@ impl Limiter {
     }
 
     fn __repr__(&self) -> String {
-        format!("<rl.Limiter {} {}>", self.slot.target, if self.slot.is_closed() { "closed" } else { "open" })
+        format!(
+            "<rl.Limiter {} {}>",
+            self.slot.target,
+            if self.slot.is_closed() {
+                "closed"
+            } else {
+                "open"
+            }
+        )
     }
 }

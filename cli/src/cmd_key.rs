@@ -66,7 +66,10 @@ fn open(b: &Backend) -> CliResult<Limiter> {
         .or_else(|| std::env::var(ENV_REDIS_URL).ok().filter(|u| !u.is_empty()));
     // A one-shot command keeps no state between runs, so a local decision would mean nothing:
     // an unreachable Redis is an error (exit 2), not a local answer.
-    let mut options = Options { local_fallback: false, ..Options::default() };
+    let mut options = Options {
+        local_fallback: false,
+        ..Options::default()
+    };
     if let Some(p) = &b.prefix {
         options.key_prefix = p.clone();
     }

@@ -28,7 +28,10 @@ mod tests {
         // 1000 and 2000 are exactly one window apart: never in one span (t-1000, t].
         assert_eq!(max_in_any_window(&[(1000, 1), (2000, 1)], 1000), 1);
         assert_eq!(max_in_any_window(&[(1000, 1), (1999, 1)], 1000), 2);
-        assert_eq!(max_in_any_window(&[(5, 3), (1, 2), (900, 4), (1004, 1)], 1000), 9);
+        assert_eq!(
+            max_in_any_window(&[(5, 3), (1, 2), (900, 4), (1004, 1)], 1000),
+            9
+        );
         assert_eq!(max_in_any_window(&[], 1000), 0);
     }
 }

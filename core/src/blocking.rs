@@ -16,7 +16,9 @@ pub struct Limiter {
 
 impl Limiter {
     pub fn open(url: Option<&str>, options: Options) -> Result<Limiter> {
-        Ok(Limiter { inner: AsyncLimiter::open(url, options)? })
+        Ok(Limiter {
+            inner: AsyncLimiter::open(url, options)?,
+        })
     }
 
     pub fn from_async(inner: AsyncLimiter) -> Limiter {
@@ -36,9 +38,18 @@ impl Limiter {
         self.inner.redis_key(key)
     }
 
-    pub fn acquire(&self, key: impl AsRef<[u8]>, limit: u64, window_ms: u64, cost: u64) -> Result<Decision> {
+    pub fn acquire(
+        &self,
+        key: impl AsRef<[u8]>,
+        limit: u64,
+        window_ms: u64,
+        cost: u64,
+    ) -> Result<Decision> {
         let key = key.as_ref();
-        if let Some(d) = self.inner.decide_in_place(key, limit, window_ms, cost, true) {
+        if let Some(d) = self
+            .inner
+            .decide_in_place(key, limit, window_ms, cost, true)
+        {
             return d;
         }
         runtime::block_on(self.inner.acquire(key, limit, window_ms, cost))?

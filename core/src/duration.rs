@@ -7,7 +7,12 @@ pub fn parse_duration_ms(s: &str) -> Result<u64> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (digits, unit) = t.split_at(split);
-    let bad = || Error::invalid("duration", format!("{s:?} is not a duration like 1500, 250ms, 1s, 5m, 1h or 1d"));
+    let bad = || {
+        Error::invalid(
+            "duration",
+            format!("{s:?} is not a duration like 1500, 250ms, 1s, 5m, 1h or 1d"),
+        )
+    };
     if digits.is_empty() {
         return Err(bad());
     }
@@ -33,7 +38,15 @@ mod tests {
         assert_eq!(parse_duration_ms("250ms").unwrap(), 250);
         assert_eq!(parse_duration_ms("2s").unwrap(), 2000);
         assert_eq!(parse_duration_ms("1d").unwrap(), 86_400_000);
-        for bad in ["", "s", "1.5s", "-1s", "1 y", "abc", "99999999999999999999s"] {
+        for bad in [
+            "",
+            "s",
+            "1.5s",
+            "-1s",
+            "1 y",
+            "abc",
+            "99999999999999999999s",
+        ] {
             assert!(parse_duration_ms(bad).is_err(), "{bad} should be rejected");
         }
     }

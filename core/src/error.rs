@@ -20,7 +20,12 @@ pub enum Error {
     Backend(String),
     /// A client-supplied time (the explicit client-clock option) is too far from Redis TIME.
     #[error("clock skew: client time {client_ms} ms is {skew_ms} ms away from Redis time {server_ms} ms (allowed: {max_skew_ms} ms)")]
-    ClockSkew { client_ms: u64, server_ms: u64, skew_ms: u64, max_skew_ms: u64 },
+    ClockSkew {
+        client_ms: u64,
+        server_ms: u64,
+        skew_ms: u64,
+        max_skew_ms: u64,
+    },
 }
 
 /// The coarse category of an [`Error`], stable across versions, for bindings and metrics.
@@ -60,7 +65,10 @@ impl Error {
     }
 
     pub(crate) fn invalid(name: &'static str, message: impl Into<String>) -> Self {
-        Error::InvalidArgument { name, message: message.into() }
+        Error::InvalidArgument {
+            name,
+            message: message.into(),
+        }
     }
 }
 
@@ -68,25 +76,44 @@ impl Error {
 /// wrong": a demoted or still-loading primary, a cluster mid-reshard or without quorum, a busy
 /// script, memory exhausted under `noeviction`. They are retried once and then, like connection
 /// errors, send the limiter to its local fallback.
-const UNAVAILABLE_CODES: [&str; 7] = ["READONLY", "LOADING", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "BUSY", "OOM"];
+const UNAVAILABLE_CODES: [&str; 7] = [
+    "READONLY",
+    "LOADING",
+    "TRYAGAIN",
+    "CLUSTERDOWN",
+    "MASTERDOWN",
+    "BUSY",
+    "OOM",
+];
 
 impl From<redis::RedisError> for Error {
     fn from(e: redis::RedisError) -> Self {
         let code_says = e.code().is_some_and(|c| UNAVAILABLE_CODES.contains(&c));
         // Errors raised inside a script may arrive wrapped ("ERR ... script: ..."): look at the text too.
         let text = e.to_string();
-        let text_says = UNAVAILABLE_CODES.iter().any(|c| text.contains(&format!("{c} ")));
+        let text_says = UNAVAILABLE_CODES
+            .iter()
+            .any(|c| text.contains(&format!("{c} ")));
         // A refused password is the caller's configuration, not an outage, whatever wraps it (the
         // cluster client reports it as an I/O error of its initial connections): it reaches the
         // caller instead of sending the limiter local.
         let auth = matches!(e.code(), Some("WRONGPASS" | "NOAUTH"))
-            || ["AuthenticationFailed", "WRONGPASS", "NOAUTH"].iter().any(|s| text.contains(s));
+            || ["AuthenticationFailed", "WRONGPASS", "NOAUTH"]
+                .iter()
+                .any(|s| text.contains(s));
         // So is a certificate or TLS handshake failure (every topology words it the same way,
         // the cluster client inside its "initial connections" I/O error).
         if auth || crate::backend::tls::handshake_failed(&text) {
             return Error::Backend(text);
         }
-        if e.is_timeout() || e.is_io_error() || e.is_connection_refusal() || e.is_connection_dropped() || e.is_cluster_error() || code_says || text_says {
+        if e.is_timeout()
+            || e.is_io_error()
+            || e.is_connection_refusal()
+            || e.is_connection_dropped()
+            || e.is_cluster_error()
+            || code_says
+            || text_says
+        {
             Error::BackendUnavailable(text)
         } else {
             Error::Backend(text)
@@ -116,7 +143,11 @@ mod tests {
             "BUSY Redis is busy running a script.",
             "OOM command not allowed when used memory > 'maxmemory'.",
         ] {
-            assert_eq!(server_error(line).kind(), ErrorKind::BackendUnavailable, "{line}");
+            assert_eq!(
+                server_error(line).kind(),
+                ErrorKind::BackendUnavailable,
+                "{line}"
+            );
         }
     }
 
@@ -135,7 +166,11 @@ mod tests {
 
     #[test]
     fn tls_handshake_failures_are_misconfigurations_and_resets_are_outages() {
-        let io = |text: &str| Error::from(redis::RedisError::from(std::io::Error::other(text.to_string())));
+        let io = |text: &str| {
+            Error::from(redis::RedisError::from(std::io::Error::other(
+                text.to_string(),
+            )))
+        };
         for text in [
             "invalid peer certificate: UnknownIssuer",
             "received fatal alert: CertificateRequired",
@@ -143,7 +178,9 @@ mod tests {
         ] {
             assert_eq!(io(text).kind(), ErrorKind::Backend, "{text}");
         }
-        let reset = Error::from(redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionReset)));
+        let reset = Error::from(redis::RedisError::from(std::io::Error::from(
+            std::io::ErrorKind::ConnectionReset,
+        )));
         assert_eq!(reset.kind(), ErrorKind::BackendUnavailable);
     }
 }

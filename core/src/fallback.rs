@@ -94,7 +94,8 @@ impl std::ops::Deref for RedisPath {
     type Target = Instance;
 
     fn deref(&self) -> &Instance {
-        self.instance.get_or_init(|| Instance::new(self.thresholds, self.local_max_keys))
+        self.instance
+            .get_or_init(|| Instance::new(self.thresholds, self.local_max_keys))
     }
 }
 
@@ -115,7 +116,12 @@ impl RedisPath {
             request_timeout: options.request_timeout,
             retry_delay: options.retry_delay,
             fallback: options.local_fallback,
-            ttl_slack_ms: 1000 + if options.clock.is_some() { 2 * options.max_clock_skew_ms } else { 0 },
+            ttl_slack_ms: 1000
+                + if options.clock.is_some() {
+                    2 * options.max_clock_skew_ms
+                } else {
+                    0
+                },
             thresholds: Thresholds {
                 slow_rtt: options.degrade_rtt,
                 slow_for: options.degrade_after,
@@ -135,10 +141,11 @@ impl RedisPath {
     /// before any count (Redis down since the start, or a misconfiguration), the design's own
     /// fleet size, so a fleet of up to that many cold-started instances stays within the limit.
     pub(crate) fn instances(&self) -> u64 {
-        self.configured_instances.unwrap_or_else(|| match self.discovered.load(Ordering::Relaxed) {
-            0 => COLD_START_INSTANCES,
-            n => n,
-        })
+        self.configured_instances
+            .unwrap_or_else(|| match self.discovered.load(Ordering::Relaxed) {
+                0 => COLD_START_INSTANCES,
+                n => n,
+            })
     }
 
     pub(crate) fn is_local(&self) -> bool {
@@ -147,7 +154,11 @@ impl RedisPath {
 
     /// Decides on Redis, or locally while Redis is unhealthy. Returns the verdict, the path that
     /// made it and the permit cap it was made against (the limit, or the local budget).
-    pub(crate) async fn decide(self: &Arc<Self>, req: &Request<'_>, redis_key: &[u8]) -> Result<(Verdict, Mode, u64)> {
+    pub(crate) async fn decide(
+        self: &Arc<Self>,
+        req: &Request<'_>,
+        redis_key: &[u8],
+    ) -> Result<(Verdict, Mode, u64)> {
         if self.fallback {
             self.ensure_task();
         }
@@ -168,17 +179,30 @@ impl RedisPath {
                 }
                 Err(e) => return Err(e),
             };
-            match self.watch(self.backend.decide(ticket), started, deadline).await {
+            match self
+                .watch(self.backend.decide(ticket), started, deadline)
+                .await
+            {
                 Outcome::Done(Ok(v)) => {
                     let rtt = started.elapsed();
                     let slow_too_long = self.health.observe(started, rtt);
                     self.learn_offset(v.now_ms, rtt);
                     if self.fallback {
-                        let admitted = if req.consume && v.allowed { req.cost } else { 0 };
-                        self.ledger.record(redis_key, req.window_ms, v.now_ms, admitted, v.used);
+                        let admitted = if req.consume && v.allowed {
+                            req.cost
+                        } else {
+                            0
+                        };
+                        self.ledger
+                            .record(redis_key, req.window_ms, v.now_ms, admitted, v.used);
                     }
                     self.health.counters.normal.fetch_add(1, Ordering::Relaxed);
-                    if slow_too_long && self.fallback && self.health.to_local("Redis round trips above degrade_rtt for degrade_after") {
+                    if slow_too_long
+                        && self.fallback
+                        && self
+                            .health
+                            .to_local("Redis round trips above degrade_rtt for degrade_after")
+                    {
                         self.wake.notify_one();
                     }
                     return Ok((v, Mode::Normal, req.limit));
@@ -195,11 +219,21 @@ impl RedisPath {
                 }
                 Outcome::Done(Err(e)) => return Err(e),
                 Outcome::Slow => {
-                    let e = Error::BackendUnavailable("Redis round trips stayed above degrade_rtt for degrade_after".into());
-                    return self.fall_back(req, redis_key, e, "Redis round trips above degrade_rtt for degrade_after");
+                    let e = Error::BackendUnavailable(
+                        "Redis round trips stayed above degrade_rtt for degrade_after".into(),
+                    );
+                    return self.fall_back(
+                        req,
+                        redis_key,
+                        e,
+                        "Redis round trips above degrade_rtt for degrade_after",
+                    );
                 }
                 Outcome::Deadline => {
-                    let e = Error::BackendUnavailable(format!("no answer from Redis within {} ms", self.request_timeout.as_millis()));
+                    let e = Error::BackendUnavailable(format!(
+                        "no answer from Redis within {} ms",
+                        self.request_timeout.as_millis()
+                    ));
                     return self.fall_back(req, redis_key, e, "request timeout");
                 }
             }
@@ -209,10 +243,19 @@ impl RedisPath {
     /// Runs a Redis call until it completes, its deadline passes, or (with the fallback on) it has
     /// been slower than `degrade_rtt` for `degrade_after`: a frozen Redis sends the limiter local
     /// within that period, not after the request timeout. One timer at a time, on the hot path.
-    async fn watch(&self, fut: impl std::future::Future<Output = Result<Verdict>>, started: Instant, deadline: Instant) -> Outcome {
+    async fn watch(
+        &self,
+        fut: impl std::future::Future<Output = Result<Verdict>>,
+        started: Instant,
+        deadline: Instant,
+    ) -> Outcome {
         tokio::pin!(fut);
         let t = self.health.t;
-        let mut check_at = if self.fallback { (started + t.slow_rtt).min(deadline) } else { deadline };
+        let mut check_at = if self.fallback {
+            (started + t.slow_rtt).min(deadline)
+        } else {
+            deadline
+        };
         loop {
             tokio::select! {
                 biased;
@@ -231,7 +274,13 @@ impl RedisPath {
         }
     }
 
-    fn fall_back(&self, req: &Request<'_>, redis_key: &[u8], e: Error, reason: &str) -> Result<(Verdict, Mode, u64)> {
+    fn fall_back(
+        &self,
+        req: &Request<'_>,
+        redis_key: &[u8],
+        e: Error,
+        reason: &str,
+    ) -> Result<(Verdict, Mode, u64)> {
         if !self.fallback {
             return Err(e);
         }
@@ -245,7 +294,15 @@ impl RedisPath {
     fn decide_local(&self, req: &Request<'_>, redis_key: &[u8]) -> (Verdict, Mode, u64) {
         let budget = req.limit / self.instances();
         self.health.counters.local.fetch_add(1, Ordering::Relaxed);
-        let v = self.ledger.decide(redis_key, req.window_ms, req.limit, budget, req.cost, req.consume, self.local_now());
+        let v = self.ledger.decide(
+            redis_key,
+            req.window_ms,
+            req.limit,
+            budget,
+            req.cost,
+            req.consume,
+            self.local_now(),
+        );
         (v, Mode::Local, budget)
     }
 
@@ -254,7 +311,9 @@ impl RedisPath {
     fn local_now(&self) -> u64 {
         match &self.clock {
             Some(c) => c.now_ms(),
-            None => (SystemClock.now_ms() as i64).saturating_add(self.offset_ms.load(Ordering::Relaxed)).max(0) as u64,
+            None => (SystemClock.now_ms() as i64)
+                .saturating_add(self.offset_ms.load(Ordering::Relaxed))
+                .max(0) as u64,
         }
     }
 
@@ -264,7 +323,8 @@ impl RedisPath {
     fn learn_offset(&self, server_ms: u64, rtt: Duration) {
         if self.clock.is_none() && rtt <= self.health.t.slow_rtt {
             let midpoint = SystemClock.now_ms() as i64 - (rtt.as_millis() / 2) as i64;
-            self.offset_ms.store(server_ms as i64 - midpoint, Ordering::Relaxed);
+            self.offset_ms
+                .store(server_ms as i64 - midpoint, Ordering::Relaxed);
         }
     }
 
@@ -303,17 +363,33 @@ impl RedisPath {
         let now = match self.backend.primaries().await {
             Ok(now) => now,
             Err(e) if e.kind() != ErrorKind::BackendUnavailable => {
-                if self.primaries.lock().unwrap_or_else(|p| p.into_inner()).cannot_tell() {
+                if self
+                    .primaries
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .cannot_tell()
+                {
                     tracing::warn!(error = %e, "rl: cannot tell who is primary (grant +info to rl's Redis user); failover repair is off");
                 }
                 return Ok(());
             }
             Err(e) => return Err(e),
         };
-        let new = self.primaries.lock().unwrap_or_else(|p| p.into_inner()).observe(&now);
+        let new = self
+            .primaries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .observe(&now);
         if new > 0 {
-            self.health.counters.failovers.fetch_add(new as u64, Ordering::Relaxed);
-            tracing::warn!(new_primaries = new, ?now, "rl: new Redis primary; repairing the windows it lacks");
+            self.health
+                .counters
+                .failovers
+                .fetch_add(new as u64, Ordering::Relaxed);
+            tracing::warn!(
+                new_primaries = new,
+                ?now,
+                "rl: new Redis primary; repairing the windows it lacks"
+            );
         }
         Ok(())
     }
@@ -321,13 +397,24 @@ impl RedisPath {
     /// Writes back what Redis lacks: permits admitted locally, and after a failover the permits
     /// admitted by the old primary that did not reach the new one. Idempotent (see `lua/repair.lua`).
     async fn flush(&self) -> Result<()> {
-        let epochs = self.primaries.lock().unwrap_or_else(|p| p.into_inner()).pending();
+        let epochs = self
+            .primaries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pending();
         if epochs.is_empty() && !self.ledger.has_local() {
             return Ok(());
         }
-        let upto = *self.outstanding.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(|| self.ledger.begin_flush());
+        let upto = *self
+            .outstanding
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert_with(|| self.ledger.begin_flush());
         let token = format!("{}:{}", self.id, upto);
-        for p in self.ledger.pending(upto, self.local_now(), !epochs.is_empty()) {
+        for p in self
+            .ledger
+            .pending(upto, self.local_now(), !epochs.is_empty())
+        {
             let epoch = epoch_in(&epochs, crate::keys::slot(&p.key));
             let failover: &[(u64, u64)] = if epoch.is_some() { &p.admitted } else { &[] };
             if p.local.is_empty() && failover.is_empty() {
@@ -359,19 +446,28 @@ impl RedisPath {
             };
             self.ledger.flushed(&p.key, upto);
             self.health.counters.repairs.fetch_add(1, Ordering::Relaxed);
-            self.health.counters.repaired_permits.fetch_add(local + lost, Ordering::Relaxed);
+            self.health
+                .counters
+                .repaired_permits
+                .fetch_add(local + lost, Ordering::Relaxed);
             if lost > 0 {
                 tracing::info!(key = %String::from_utf8_lossy(&p.key), permits = lost, "rl: restored permits the new primary lost");
             }
         }
         *self.outstanding.lock().unwrap_or_else(|p| p.into_inner()) = None;
-        self.primaries.lock().unwrap_or_else(|p| p.into_inner()).repaired(&epochs);
+        self.primaries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .repaired(&epochs);
         Ok(())
     }
 
     async fn heartbeat(&self) -> Result<Duration> {
         let started = Instant::now();
-        let (live, server_ms) = self.backend.heartbeat(&self.fleet_key, &self.id, LIVE_MS).await?;
+        let (live, server_ms) = self
+            .backend
+            .heartbeat(&self.fleet_key, &self.id, LIVE_MS)
+            .await?;
         let rtt = started.elapsed();
         self.discovered.store(live, Ordering::Relaxed);
         self.learn_offset(server_ms, rtt);
@@ -404,22 +500,35 @@ async fn background(path: Weak<RedisPath>, wake: Arc<Notify>) {
             if beat.is_ok() {
                 // Redis answers, if not yet fast enough: write the local permits back now, so
                 // instances that return to `normal` sooner than this one see them.
-                if let Err(e) = async { p.check_primary().await?; p.flush().await }.await {
+                if let Err(e) = async {
+                    p.check_primary().await?;
+                    p.flush().await
+                }
+                .await
+                {
                     tracing::trace!(error = %e, "rl: early repair failed");
                 }
             }
             if streak.probe(Instant::now(), beat.as_ref().ok().copied(), &p.health.t) {
                 last_beat = Some(Instant::now());
                 streak.reset();
-                match async { p.check_primary().await?; p.flush().await }.await {
+                match async {
+                    p.check_primary().await?;
+                    p.flush().await
+                }
+                .await
+                {
                     Ok(()) => {
-                        p.health.to_normal("probes below recover_rtt for recover_after");
+                        p.health
+                            .to_normal("probes below recover_rtt for recover_after");
                         // Permits admitted locally while the repair ran.
                         if let Err(e) = p.flush().await {
                             tracing::debug!(error = %e, "rl: flush after recovery failed; will retry");
                         }
                     }
-                    Err(e) => tracing::debug!(error = %e, "rl: repair before recovery failed; staying local"),
+                    Err(e) => {
+                        tracing::debug!(error = %e, "rl: repair before recovery failed; staying local")
+                    }
                 }
             } else if let Err(e) = &beat {
                 tracing::trace!(error = %e, "rl: probe failed");
@@ -428,7 +537,11 @@ async fn background(path: Weak<RedisPath>, wake: Arc<Notify>) {
             last_beat = Some(Instant::now());
             streak.reset();
             if p.heartbeat().await.is_ok() {
-                let repaired = async { p.check_primary().await?; p.flush().await }.await;
+                let repaired = async {
+                    p.check_primary().await?;
+                    p.flush().await
+                }
+                .await;
                 if let Err(e) = repaired {
                     tracing::debug!(error = %e, "rl: repair failed; will retry");
                 }
@@ -451,7 +564,14 @@ async fn background(path: Weak<RedisPath>, wake: Arc<Notify>) {
 fn instance_id() -> String {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos());
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).unwrap_or_else(|_| "host".into());
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos(),
+    );
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "host".into());
     format!("{host}:{}:{:016x}", std::process::id(), h.finish())
 }

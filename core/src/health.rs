@@ -80,7 +80,12 @@ impl Health {
             local: AtomicBool::new(false),
             slow_since: AtomicU64::new(0),
             counters: Counters::default(),
-            rtt: Mutex::new(RttRing { samples: Vec::with_capacity(RTT_SAMPLES), next: 0, last_us: 0, max_us: 0 }),
+            rtt: Mutex::new(RttRing {
+                samples: Vec::with_capacity(RTT_SAMPLES),
+                next: 0,
+                last_us: 0,
+                max_us: 0,
+            }),
             since: Mutex::new((now, "start".into())),
         }
     }
@@ -117,7 +122,11 @@ impl Health {
     /// Records that calls have been slow since `at` (keeps an earlier start); returns the start.
     pub(crate) fn mark_slow(&self, at: Instant) -> Instant {
         let mine = at.saturating_duration_since(self.base).as_micros() as u64 + 1;
-        let prev = self.slow_since.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |cur| (cur == 0 || cur > mine).then_some(mine));
+        let prev = self
+            .slow_since
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |cur| {
+                (cur == 0 || cur > mine).then_some(mine)
+            });
         let v = match prev {
             Ok(_) => mine,
             Err(cur) => cur,
@@ -136,12 +145,22 @@ impl Health {
 
     /// normal → local. Returns true for the one caller that made the transition.
     pub(crate) fn to_local(&self, reason: &str) -> bool {
-        if self.local.compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire).is_err() {
+        if self
+            .local
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
             return false;
         }
         self.counters.to_local.fetch_add(1, Ordering::Relaxed);
         let mut since = self.since.lock().unwrap_or_else(|p| p.into_inner());
-        tracing::warn!(from = "normal", to = "local", reason, after_ms = since.0.elapsed().as_millis() as u64, "rl: Redis unhealthy; deciding locally");
+        tracing::warn!(
+            from = "normal",
+            to = "local",
+            reason,
+            after_ms = since.0.elapsed().as_millis() as u64,
+            "rl: Redis unhealthy; deciding locally"
+        );
         *since = (Instant::now(), reason.to_string());
         true
     }
@@ -149,12 +168,22 @@ impl Health {
     /// local → normal, by the probe task after the recovery period and the repair.
     pub(crate) fn to_normal(&self, reason: &str) {
         self.slow_since.store(0, Ordering::Relaxed);
-        if self.local.compare_exchange(true, false, Ordering::AcqRel, Ordering::Acquire).is_err() {
+        if self
+            .local
+            .compare_exchange(true, false, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
             return;
         }
         self.counters.to_normal.fetch_add(1, Ordering::Relaxed);
         let mut since = self.since.lock().unwrap_or_else(|p| p.into_inner());
-        tracing::info!(from = "local", to = "normal", reason, after_ms = since.0.elapsed().as_millis() as u64, "rl: Redis healthy again; deciding on Redis");
+        tracing::info!(
+            from = "local",
+            to = "normal",
+            reason,
+            after_ms = since.0.elapsed().as_millis() as u64,
+            "rl: Redis healthy again; deciding on Redis"
+        );
         *since = (Instant::now(), reason.to_string());
     }
 
@@ -169,9 +198,20 @@ impl Health {
         let mut sorted = r.samples.clone();
         drop(r);
         sorted.sort_unstable();
-        let pick = |q: f64| sorted.get(((sorted.len() as f64 - 1.0) * q).round() as usize).copied().unwrap_or(0) as u64;
+        let pick = |q: f64| {
+            sorted
+                .get(((sorted.len() as f64 - 1.0) * q).round() as usize)
+                .copied()
+                .unwrap_or(0) as u64
+        };
         let r = self.rtt.lock().unwrap_or_else(|p| p.into_inner());
-        RttStats { samples: sorted.len() as u64, last_us: r.last_us, p50_us: pick(0.5), p99_us: pick(0.99), max_us: r.max_us }
+        RttStats {
+            samples: sorted.len() as u64,
+            last_us: r.last_us,
+            p50_us: pick(0.5),
+            p99_us: pick(0.99),
+            max_us: r.max_us,
+        }
     }
 }
 
@@ -220,23 +260,38 @@ mod tests {
         let t0 = Instant::now();
         let ms = Duration::from_millis;
         for i in 0..20 {
-            assert!(!s.probe(t0 + ms(25 * i), Some(ms(1)), &h.t), "probe {i} is inside the period");
+            assert!(
+                !s.probe(t0 + ms(25 * i), Some(ms(1)), &h.t),
+                "probe {i} is inside the period"
+            );
         }
         // One hiccup above recover_rtt (but below degrade_rtt) does not restart the period...
         assert!(!s.probe(t0 + ms(25 * 20 - 1), Some(ms(3)), &h.t));
-        assert!(s.probe(t0 + ms(25 * 20 + 1), Some(ms(1)), &h.t), "500 ms of fast probes");
+        assert!(
+            s.probe(t0 + ms(25 * 20 + 1), Some(ms(1)), &h.t),
+            "500 ms of fast probes"
+        );
         // ...a failed or slow probe does.
         let mut s = Streak::default();
         assert!(!s.probe(t0, Some(ms(1)), &h.t));
         assert!(!s.probe(t0 + ms(400), None, &h.t));
-        assert!(!s.probe(t0 + ms(600), Some(ms(1)), &h.t), "the period restarted at 600 ms");
-        assert!(!s.probe(t0 + ms(700), Some(ms(6)), &h.t), "slower than degrade_rtt");
+        assert!(
+            !s.probe(t0 + ms(600), Some(ms(1)), &h.t),
+            "the period restarted at 600 ms"
+        );
+        assert!(
+            !s.probe(t0 + ms(700), Some(ms(6)), &h.t),
+            "slower than degrade_rtt"
+        );
         assert!(!s.probe(t0 + ms(1100), Some(ms(1)), &h.t));
         assert!(s.probe(t0 + ms(1600), Some(ms(1)), &h.t));
         // A median above recover_rtt restarts it.
         let mut s = Streak::default();
         assert!(!s.probe(t0, Some(ms(3)), &h.t));
-        assert!(!s.probe(t0 + ms(600), Some(ms(1)), &h.t), "the 3 ms probe was a streak of its own");
+        assert!(
+            !s.probe(t0 + ms(600), Some(ms(1)), &h.t),
+            "the 3 ms probe was a streak of its own"
+        );
     }
 
     fn health() -> Health {
@@ -252,11 +307,20 @@ mod tests {
     fn slow_calls_must_last_the_whole_period() {
         let h = health();
         let t0 = Instant::now();
-        assert!(!h.observe(t0, Duration::from_millis(20)), "one slow call is not a slow period");
+        assert!(
+            !h.observe(t0, Duration::from_millis(20)),
+            "one slow call is not a slow period"
+        );
         let since = h.slow_since().expect("slow").duration_since(t0);
-        assert!(since.abs_diff(Duration::from_millis(5)) < Duration::from_micros(2), "{since:?}");
+        assert!(
+            since.abs_diff(Duration::from_millis(5)) < Duration::from_micros(2),
+            "{since:?}"
+        );
         assert!(!h.observe(t0 + Duration::from_millis(50), Duration::from_millis(20)));
-        assert!(h.observe(t0 + Duration::from_millis(90), Duration::from_millis(20)), "slow from 5 ms to 110 ms");
+        assert!(
+            h.observe(t0 + Duration::from_millis(90), Duration::from_millis(20)),
+            "slow from 5 ms to 110 ms"
+        );
     }
 
     #[test]
@@ -266,7 +330,10 @@ mod tests {
         h.observe(t0, Duration::from_millis(20));
         assert!(!h.observe(t0 + Duration::from_millis(30), Duration::from_millis(1)));
         assert_eq!(h.slow_since(), None);
-        assert!(!h.observe(t0 + Duration::from_millis(90), Duration::from_millis(20)), "the spell restarted at 95 ms");
+        assert!(
+            !h.observe(t0 + Duration::from_millis(90), Duration::from_millis(20)),
+            "the spell restarted at 95 ms"
+        );
     }
 
     #[test]

@@ -17,7 +17,10 @@ pub(crate) fn check_prefix(prefix: &str) -> Result<()> {
         ));
     }
     if prefix.len() > 1024 {
-        return Err(Error::invalid("key_prefix", format!("is {} bytes; at most 1024", prefix.len())));
+        return Err(Error::invalid(
+            "key_prefix",
+            format!("is {} bytes; at most 1024", prefix.len()),
+        ));
     }
     Ok(())
 }
@@ -60,7 +63,10 @@ mod tests {
         assert_eq!(slot(b"foo"), 12182);
         assert_eq!(slot(b"123456789"), 12739);
         assert_eq!(slot(b"{user1000}.following"), slot(b"user1000"));
-        assert_eq!(slot(b"foo{}{bar}"), crc16::State::<crc16::XMODEM>::calculate(b"foo{}{bar}") % 16384);
+        assert_eq!(
+            slot(b"foo{}{bar}"),
+            crc16::State::<crc16::XMODEM>::calculate(b"foo{}{bar}") % 16384
+        );
         assert_eq!(slot(&redis_key("rl:", b"api:order")), slot(b"api:order"));
     }
 

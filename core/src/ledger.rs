@@ -58,7 +58,14 @@ struct KeyLog {
 
 impl KeyLog {
     fn new(window_ms: u64) -> Self {
-        KeyLog { window_ms, entries: VecDeque::new(), local: 0, sum: 0, redis: 0, others: None }
+        KeyLog {
+            window_ms,
+            entries: VecDeque::new(),
+            local: 0,
+            sum: 0,
+            redis: 0,
+            others: None,
+        }
     }
 
     fn prune(&mut self, now: u64) {
@@ -87,14 +94,20 @@ impl KeyLog {
             // has nor misses local ones. Only if every neighbour differs (never seen: local and
             // Redis admissions do not interleave bucket by bucket) the oldest two merge into the
             // newer generation, which can only count permits twice, never drop them.
-            let i = (0..self.entries.len() - 1).find(|&i| self.entries[i].gen == self.entries[i + 1].gen).unwrap_or(0);
+            let i = (0..self.entries.len() - 1)
+                .find(|&i| self.entries[i].gen == self.entries[i + 1].gen)
+                .unwrap_or(0);
             let first = self.entries.remove(i).expect("over the cap");
             let second = &mut self.entries[i];
             if first.gen != 0 && second.gen != 0 {
                 self.local -= 1;
             } else if first.gen != second.gen {
                 // The Redis half becomes local.
-                self.redis -= if first.gen == 0 { first.permits } else { second.permits };
+                self.redis -= if first.gen == 0 {
+                    first.permits
+                } else {
+                    second.permits
+                };
             }
             second.permits += first.permits;
             second.gen = second.gen.max(first.gen);
@@ -108,13 +121,21 @@ impl KeyLog {
     #[cfg(test)]
     fn consistent(&self) -> bool {
         self.sum == self.entries.iter().map(|e| e.permits).sum::<u64>()
-            && self.redis == self.entries.iter().filter(|e| e.gen == 0).map(|e| e.permits).sum::<u64>()
+            && self.redis
+                == self
+                    .entries
+                    .iter()
+                    .filter(|e| e.gen == 0)
+                    .map(|e| e.permits)
+                    .sum::<u64>()
             && self.local == self.entries.iter().filter(|e| e.gen != 0).count()
     }
 
     /// The other instances' permits still in the window at `now`.
     fn others(&self, now: u64) -> u64 {
-        self.others.filter(|&(t, _)| t + self.window_ms > now).map_or(0, |(_, n)| n)
+        self.others
+            .filter(|&(t, _)| t + self.window_ms > now)
+            .map_or(0, |(_, n)| n)
     }
 
     /// How long until `need` of this instance's permits have left the window (0: none need to).
@@ -153,7 +174,10 @@ impl Shard {
         if self.clean.len() + self.dirty.len() >= self.cap && self.clean.pop_lru().is_none() {
             return None;
         }
-        Some(self.clean.get_or_insert_mut(key.to_vec(), || KeyLog::new(window_ms)))
+        Some(
+            self.clean
+                .get_or_insert_mut(key.to_vec(), || KeyLog::new(window_ms)),
+        )
     }
 
     /// Moves `key` to the map its state calls for; returns the change in dirty keys.
@@ -195,14 +219,26 @@ pub(crate) struct Ledger {
 impl Ledger {
     pub(crate) fn new(max_keys: usize) -> Self {
         let cap = max_keys.div_ceil(SHARDS).max(1);
-        let shard = || Mutex::new(Shard { clean: LruCache::unbounded(), dirty: HashMap::new(), cap });
-        Ledger { shards: (0..SHARDS).map(|_| shard()).collect(), gen: AtomicU32::new(1), dirty: AtomicUsize::new(0) }
+        let shard = || {
+            Mutex::new(Shard {
+                clean: LruCache::unbounded(),
+                dirty: HashMap::new(),
+                cap,
+            })
+        };
+        Ledger {
+            shards: (0..SHARDS).map(|_| shard()).collect(),
+            gen: AtomicU32::new(1),
+            dirty: AtomicUsize::new(0),
+        }
     }
 
     fn shard(&self, key: &[u8]) -> std::sync::MutexGuard<'_, Shard> {
         let mut h = DefaultHasher::new();
         key.hash(&mut h);
-        self.shards[h.finish() as usize % SHARDS].lock().unwrap_or_else(|p| p.into_inner())
+        self.shards[h.finish() as usize % SHARDS]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
     }
 
     fn settle(&self, shard: &mut Shard, key: &[u8]) {
@@ -226,7 +262,11 @@ impl Ledger {
         let ms = log.entries.back().map_or(ms, |b| b.ms.max(ms));
         log.prune(ms);
         if admitted > 0 {
-            log.push(Entry { ms, permits: admitted, gen: 0 });
+            log.push(Entry {
+                ms,
+                permits: admitted,
+                gen: 0,
+            });
         }
         if log.others.is_none_or(|(t, _)| t <= ms) {
             log.others = Some((ms, used.saturating_sub(log.redis)));
@@ -237,16 +277,37 @@ impl Ledger {
     /// Decides locally at `now` (estimated Redis time): this instance's permits within `budget`,
     /// its share, and with the other instances' last seen within `limit`.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn decide(&self, key: &[u8], window_ms: u64, limit: u64, budget: u64, cost: u64, consume: bool, now: u64) -> Verdict {
+    pub(crate) fn decide(
+        &self,
+        key: &[u8],
+        window_ms: u64,
+        limit: u64,
+        budget: u64,
+        cost: u64,
+        consume: bool,
+        now: u64,
+    ) -> Verdict {
         let mut shard = self.shard(key);
         let Some(log) = shard.log(key, window_ms, consume) else {
             if !consume {
                 let allowed = cost <= budget;
-                return Verdict { allowed, used: 0, retry_after_ms: if allowed { 0 } else { window_ms }, reset_after_ms: 0, now_ms: now };
+                return Verdict {
+                    allowed,
+                    used: 0,
+                    retry_after_ms: if allowed { 0 } else { window_ms },
+                    reset_after_ms: 0,
+                    now_ms: now,
+                };
             }
             // Every key of this shard holds permits Redis has not seen yet: admitting one more
             // key would mean forgetting some. Denied until a flush writes them back.
-            return Verdict { allowed: false, used: budget, retry_after_ms: window_ms, reset_after_ms: window_ms, now_ms: now };
+            return Verdict {
+                allowed: false,
+                used: budget,
+                retry_after_ms: window_ms,
+                reset_after_ms: window_ms,
+                now_ms: now,
+            };
         };
         log.window_ms = window_ms;
         let now = log.entries.back().map_or(now, |b| b.ms.max(now));
@@ -258,13 +319,27 @@ impl Ledger {
         let counted = |used: u64| used + others.saturating_sub(limit.saturating_sub(budget));
         if used + cost <= budget && used + others + cost <= limit {
             let used = if consume {
-                log.push(Entry { ms: now, permits: cost, gen: self.gen.load(Ordering::Acquire) });
+                log.push(Entry {
+                    ms: now,
+                    permits: cost,
+                    gen: self.gen.load(Ordering::Acquire),
+                });
                 used + cost
             } else {
                 used
             };
-            let reset = if used == 0 { 0 } else { log.entries.back().map_or(0, |b| b.ms + window_ms - now) };
-            let v = Verdict { allowed: true, used: counted(used), retry_after_ms: 0, reset_after_ms: reset, now_ms: now };
+            let reset = if used == 0 {
+                0
+            } else {
+                log.entries.back().map_or(0, |b| b.ms + window_ms - now)
+            };
+            let v = Verdict {
+                allowed: true,
+                used: counted(used),
+                retry_after_ms: 0,
+                reset_after_ms: reset,
+                now_ms: now,
+            };
             self.settle(&mut shard, key);
             return v;
         }
@@ -273,13 +348,25 @@ impl Ledger {
         let retry = if cost > budget || cost > limit {
             window_ms
         } else {
-            let for_budget = log.frees((used + cost).saturating_sub(budget), now).unwrap_or(window_ms);
-            let others_leave = log.others.map_or(0, |(t, _)| (t + window_ms).saturating_sub(now));
-            let for_limit = log.frees((used + others + cost).saturating_sub(limit), now).map_or(others_leave, |t| t.min(others_leave));
+            let for_budget = log
+                .frees((used + cost).saturating_sub(budget), now)
+                .unwrap_or(window_ms);
+            let others_leave = log
+                .others
+                .map_or(0, |(t, _)| (t + window_ms).saturating_sub(now));
+            let for_limit = log
+                .frees((used + others + cost).saturating_sub(limit), now)
+                .map_or(others_leave, |t| t.min(others_leave));
             for_budget.max(for_limit).max(1)
         };
         let reset = log.entries.back().map_or(0, |b| b.ms + window_ms - now);
-        let v = Verdict { allowed: false, used: counted(used), retry_after_ms: retry, reset_after_ms: reset, now_ms: now };
+        let v = Verdict {
+            allowed: false,
+            used: counted(used),
+            retry_after_ms: retry,
+            reset_after_ms: reset,
+            now_ms: now,
+        };
         self.settle(&mut shard, key); // its last local permits may have left the window
         v
     }
@@ -307,8 +394,14 @@ impl Ledger {
     fn consistent(&self) -> bool {
         self.shards.iter().all(|s| {
             let s = s.lock().unwrap();
-            s.clean.iter().all(|(_, l)| l.consistent() && l.local == 0) && s.dirty.values().all(|l| l.consistent() && l.local > 0)
-        }) && self.local_keys() == self.shards.iter().map(|s| s.lock().unwrap().dirty.len()).sum::<usize>()
+            s.clean.iter().all(|(_, l)| l.consistent() && l.local == 0)
+                && s.dirty.values().all(|l| l.consistent() && l.local > 0)
+        }) && self.local_keys()
+            == self
+                .shards
+                .iter()
+                .map(|s| s.lock().unwrap().dirty.len())
+                .sum::<usize>()
     }
 
     /// Keys holding locally admitted permits that still wait to be written to Redis.
@@ -345,15 +438,33 @@ impl Ledger {
             for k in expired {
                 self.settle(&mut s, &k);
             }
-            let logs: Box<dyn Iterator<Item = (&Vec<u8>, &KeyLog)>> =
-                if with_admitted { Box::new(s.dirty.iter().chain(s.clean.iter())) } else { Box::new(s.dirty.iter()) };
+            let logs: Box<dyn Iterator<Item = (&Vec<u8>, &KeyLog)>> = if with_admitted {
+                Box::new(s.dirty.iter().chain(s.clean.iter()))
+            } else {
+                Box::new(s.dirty.iter())
+            };
             for (key, log) in logs {
                 let edge = now.saturating_sub(log.window_ms);
                 let live = log.entries.iter().filter(|e| e.ms > edge);
-                let local: Vec<_> = live.clone().filter(|e| e.gen != 0 && e.gen <= upto).map(|e| (e.ms, e.permits)).collect();
-                let admitted: Vec<_> = if with_admitted { live.filter(|e| e.gen == 0).map(|e| (e.ms, e.permits)).collect() } else { Vec::new() };
+                let local: Vec<_> = live
+                    .clone()
+                    .filter(|e| e.gen != 0 && e.gen <= upto)
+                    .map(|e| (e.ms, e.permits))
+                    .collect();
+                let admitted: Vec<_> = if with_admitted {
+                    live.filter(|e| e.gen == 0)
+                        .map(|e| (e.ms, e.permits))
+                        .collect()
+                } else {
+                    Vec::new()
+                };
                 if !local.is_empty() || !admitted.is_empty() {
-                    out.push(Pending { key: key.clone(), window_ms: log.window_ms, local, admitted });
+                    out.push(Pending {
+                        key: key.clone(),
+                        window_ms: log.window_ms,
+                        local,
+                        admitted,
+                    });
                 }
             }
         }
@@ -389,8 +500,14 @@ mod tests {
         assert_eq!(v.used, 10);
         let v = l.decide(b"k", 1000, 40, 10, 1, true, 10_200);
         assert!(!v.allowed);
-        assert_eq!(v.retry_after_ms, 800, "the 7 admitted at 10000 leave at 11000");
-        assert!(l.decide(b"k", 1000, 40, 10, 1, true, 11_000).allowed, "window is (now-W, now]");
+        assert_eq!(
+            v.retry_after_ms, 800,
+            "the 7 admitted at 10000 leave at 11000"
+        );
+        assert!(
+            l.decide(b"k", 1000, 40, 10, 1, true, 11_000).allowed,
+            "window is (now-W, now]"
+        );
     }
 
     #[test]
@@ -399,18 +516,30 @@ mod tests {
         // Redis admitted 1 for this instance; the window then held 95 of 100: 94 are the others'.
         l.record(b"k", 1000, 10_000, 1, 95);
         let v = l.decide(b"k", 1000, 100, 25, 1, true, 10_100);
-        assert!(v.allowed && v.used == 21, "own 2, and 94 - 75 of the others' beyond the other shares: {v:?}");
+        assert!(
+            v.allowed && v.used == 21,
+            "own 2, and 94 - 75 of the others' beyond the other shares: {v:?}"
+        );
         for _ in 0..4 {
             assert!(l.decide(b"k", 1000, 100, 25, 1, true, 10_100).allowed);
         }
         let v = l.decide(b"k", 1000, 100, 25, 1, true, 10_200);
-        assert!(!v.allowed && v.used == 25, "own 6 + others 94 + 1 > 100, though 6 < the budget 25: {v:?}");
-        assert_eq!(v.retry_after_ms, 800, "the others' permits leave by 11000 at the latest");
+        assert!(
+            !v.allowed && v.used == 25,
+            "own 6 + others 94 + 1 > 100, though 6 < the budget 25: {v:?}"
+        );
+        assert_eq!(
+            v.retry_after_ms, 800,
+            "the others' permits leave by 11000 at the latest"
+        );
         assert!(l.decide(b"k", 1000, 100, 25, 1, true, 11_000).allowed);
         // A denial's reply tells too: the window held 100 at 12000, none of them this instance's.
         l.record(b"j", 1000, 12_000, 0, 100);
         assert!(!l.decide(b"j", 1000, 100, 25, 1, true, 12_500).allowed);
-        assert!(!l.decide(b"j", 1000, 100, 25, 1, false, 12_500).allowed, "a peek sees the same");
+        assert!(
+            !l.decide(b"j", 1000, 100, 25, 1, false, 12_500).allowed,
+            "a peek sees the same"
+        );
         assert!(l.consistent());
     }
 
@@ -436,7 +565,10 @@ mod tests {
             }
         }
         assert_eq!(admitted.len(), SHARDS, "one key per shard, then denials");
-        assert_eq!((denied, l.keys(), l.local_keys()), (1000 - SHARDS, SHARDS, SHARDS));
+        assert_eq!(
+            (denied, l.keys(), l.local_keys()),
+            (1000 - SHARDS, SHARDS, SHARDS)
+        );
         // A Redis reply for a new key does not push one out either.
         l.record(b"new", 1000, 100, 1, 1);
         assert_eq!(l.keys(), SHARDS);
@@ -458,9 +590,17 @@ mod tests {
     fn the_count_of_keys_to_flush_follows_every_change() {
         let l = Ledger::new(SHARDS);
         l.record(b"a", 1000, 100, 1, 1);
-        assert_eq!((l.local_keys(), l.has_local()), (0, false), "after a Redis admission");
+        assert_eq!(
+            (l.local_keys(), l.has_local()),
+            (0, false),
+            "after a Redis admission"
+        );
         assert!(l.decide(b"a", 1000, 10, 10, 1, true, 150).allowed);
-        assert_eq!((l.local_keys(), l.has_local()), (1, true), "after a local admission");
+        assert_eq!(
+            (l.local_keys(), l.has_local()),
+            (1, true),
+            "after a local admission"
+        );
         assert!(l.decide(b"a", 1000, 10, 10, 1, true, 160).allowed);
         assert!(l.decide(b"a", 1000, 10, 10, 1, false, 170).allowed);
         assert_eq!(l.local_keys(), 1, "same key, and a peek adds nothing");
@@ -473,7 +613,11 @@ mod tests {
         assert_eq!(l.local_keys(), 1, "b's permit came after the flush began");
         // Permits that left the window unwritten need no writing: the next flush drops them.
         assert!(l.pending(l.begin_flush(), 5000, false).is_empty());
-        assert_eq!((l.local_keys(), l.has_local()), (0, false), "after they expired");
+        assert_eq!(
+            (l.local_keys(), l.has_local()),
+            (0, false),
+            "after they expired"
+        );
         // Eviction: a clean key goes, and the count stays.
         for i in 0..(SHARDS as u32 * 8) {
             l.record(&i.to_be_bytes(), 1000, 6000, 1, 1);
@@ -494,7 +638,15 @@ mod tests {
         for ms in 0..(MAX_ENTRIES as u64 * 3) {
             l.record(b"k", 1_000_000, ms + 1, 1, 0);
         }
-        let v = l.decide(b"k", 1_000_000, u64::MAX / 2, u64::MAX / 2, 1, false, MAX_ENTRIES as u64 * 3);
+        let v = l.decide(
+            b"k",
+            1_000_000,
+            u64::MAX / 2,
+            u64::MAX / 2,
+            1,
+            false,
+            MAX_ENTRIES as u64 * 3,
+        );
         assert_eq!(v.used, MAX_ENTRIES as u64 * 3);
         assert!(l.consistent());
     }
@@ -507,11 +659,29 @@ mod tests {
         }
         // Local permits, one bucket each: every push merges the oldest two, all Redis's.
         for ms in 1..=100u64 {
-            assert!(l.decide(b"k", 1_000_000, u64::MAX / 2, u64::MAX / 2, 1, true, MAX_ENTRIES as u64 + ms).allowed);
+            assert!(
+                l.decide(
+                    b"k",
+                    1_000_000,
+                    u64::MAX / 2,
+                    u64::MAX / 2,
+                    1,
+                    true,
+                    MAX_ENTRIES as u64 + ms
+                )
+                .allowed
+            );
         }
         let p = l.pending(l.begin_flush(), MAX_ENTRIES as u64 + 100, true);
-        assert_eq!(p[0].local.iter().map(|b| b.1).sum::<u64>(), 100, "exactly the local permits are sent as local");
-        assert_eq!(p[0].admitted.iter().map(|b| b.1).sum::<u64>(), MAX_ENTRIES as u64);
+        assert_eq!(
+            p[0].local.iter().map(|b| b.1).sum::<u64>(),
+            100,
+            "exactly the local permits are sent as local"
+        );
+        assert_eq!(
+            p[0].admitted.iter().map(|b| b.1).sum::<u64>(),
+            MAX_ENTRIES as u64
+        );
         assert!(l.consistent());
     }
 
@@ -520,11 +690,17 @@ mod tests {
         let l = Ledger::new(10);
         assert!(l.decide(b"k", 1000, 10, 10, 2, true, 100).allowed);
         let g = l.begin_flush();
-        assert!(l.decide(b"k", 1000, 10, 10, 3, true, 100).allowed, "same ms, newer generation");
+        assert!(
+            l.decide(b"k", 1000, 10, 10, 3, true, 100).allowed,
+            "same ms, newer generation"
+        );
         let p = l.pending(g, 100, false);
         assert_eq!(p[0].local, vec![(100, 2)]);
         l.flushed(b"k", g);
-        assert!(l.has_local(), "the permits admitted after the flush began are still unsent");
+        assert!(
+            l.has_local(),
+            "the permits admitted after the flush began are still unsent"
+        );
         let g2 = l.begin_flush();
         assert_eq!(l.pending(g2, 100, false)[0].local, vec![(100, 3)]);
         l.flushed(b"k", g2);

@@ -44,6 +44,6 @@ pub use duration::parse_duration_ms;
 pub use error::{Error, ErrorKind, Result};
 pub use keys::redis_key;
 pub use limiter::{Limiter, Options};
-pub use stats::Stats;
 pub use script::{sliding_window_sha, SLIDING_WINDOW_LUA};
+pub use stats::Stats;
 pub use validate::{MAX_KEY_BYTES, MAX_PERMITS, MAX_WINDOW_MS};

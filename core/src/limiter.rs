@@ -7,11 +7,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::backend::memory::MemoryBackend;
 use crate::backend::{BackendKind, Request, Verdict};
-use crate::fallback::RedisPath;
-use crate::stats::Stats;
 use crate::clock::{Clock, SystemClock};
 use crate::decision::{Decision, Mode};
 use crate::error::{Error, Result};
+use crate::fallback::RedisPath;
+use crate::stats::Stats;
 use crate::{keys, validate};
 
 /// How a limiter behaves. `Options::default()` is right for a gateway on a nearby Redis.
@@ -109,7 +109,10 @@ impl std::fmt::Debug for Inner {
             Backend::Redis(r) => format!("{:?}", r.backend),
             Backend::Memory(_) => "memory".into(),
         };
-        f.debug_struct("Limiter").field("backend", &backend).field("options", &self.options).finish()
+        f.debug_struct("Limiter")
+            .field("backend", &backend)
+            .field("options", &self.options)
+            .finish()
     }
 }
 
@@ -131,18 +134,34 @@ impl Limiter {
     /// connected on first use, so a limiter can be made while Redis is still starting.
     pub fn open(url: Option<&str>, options: Options) -> Result<Limiter> {
         keys::check_prefix(&options.key_prefix)?;
-        for (name, t) in [("connect_timeout", options.connect_timeout), ("request_timeout", options.request_timeout)] {
+        for (name, t) in [
+            ("connect_timeout", options.connect_timeout),
+            ("request_timeout", options.request_timeout),
+        ] {
             if t.is_zero() || t > MAX_TIMEOUT {
-                return Err(Error::invalid(name, format!("is {} ms; must be between 1 ms and 60 s", t.as_millis())));
+                return Err(Error::invalid(
+                    name,
+                    format!("is {} ms; must be between 1 ms and 60 s", t.as_millis()),
+                ));
             }
         }
         if options.max_clock_skew_ms > validate::MAX_WINDOW_MS {
-            return Err(Error::invalid("max_clock_skew_ms", format!("is {}; at most {}", options.max_clock_skew_ms, validate::MAX_WINDOW_MS)));
+            return Err(Error::invalid(
+                "max_clock_skew_ms",
+                format!(
+                    "is {}; at most {}",
+                    options.max_clock_skew_ms,
+                    validate::MAX_WINDOW_MS
+                ),
+            ));
         }
         // A retry happens only if it still fits in request_timeout, so a delay longer than the
         // timeout is not an error (it means "no retry"): a short request_timeout alone must open.
         if options.retry_delay > MAX_TIMEOUT {
-            return Err(Error::invalid("retry_delay", format!("is {} ms; at most 60 s", options.retry_delay.as_millis())));
+            return Err(Error::invalid(
+                "retry_delay",
+                format!("is {} ms; at most 60 s", options.retry_delay.as_millis()),
+            ));
         }
         for (name, t) in [
             ("degrade_rtt", options.degrade_rtt),
@@ -151,7 +170,10 @@ impl Limiter {
             ("recover_after", options.recover_after),
         ] {
             if t.is_zero() || t > MAX_TIMEOUT {
-                return Err(Error::invalid(name, format!("is {} ms; must be between 1 ms and 60 s", t.as_millis())));
+                return Err(Error::invalid(
+                    name,
+                    format!("is {} ms; must be between 1 ms and 60 s", t.as_millis()),
+                ));
             }
         }
         if options.recover_rtt > options.degrade_rtt {
@@ -166,11 +188,20 @@ impl Limiter {
         }
         if let Some(n) = options.instances {
             if n == 0 || n > MAX_INSTANCES {
-                return Err(Error::invalid("instances", format!("is {n}; must be between 1 and {MAX_INSTANCES}")));
+                return Err(Error::invalid(
+                    "instances",
+                    format!("is {n}; must be between 1 and {MAX_INSTANCES}"),
+                ));
             }
         }
         if options.local_max_keys == 0 || options.local_max_keys > MAX_LOCAL_KEYS {
-            return Err(Error::invalid("local_max_keys", format!("is {}; must be between 1 and {MAX_LOCAL_KEYS}", options.local_max_keys)));
+            return Err(Error::invalid(
+                "local_max_keys",
+                format!(
+                    "is {}; must be between 1 and {MAX_LOCAL_KEYS}",
+                    options.local_max_keys
+                ),
+            ));
         }
         let backend = match url {
             None | Some("memory://") => {
@@ -188,7 +219,13 @@ impl Limiter {
                 ))
             }
         };
-        Ok(Limiter { inner: Arc::new(Inner { backend, options, memory_decisions: AtomicU64::new(0) }) })
+        Ok(Limiter {
+            inner: Arc::new(Inner {
+                backend,
+                options,
+                memory_decisions: AtomicU64::new(0),
+            }),
+        })
     }
 
     /// The in-process memory backend: exact within one process, nothing shared across processes.
@@ -214,17 +251,42 @@ impl Limiter {
 
     /// Takes `cost` permits from `key`'s window if they fit: at most `limit` permits in any
     /// `window_ms` span. A denied request takes nothing.
-    pub async fn acquire(&self, key: impl AsRef<[u8]>, limit: u64, window_ms: u64, cost: u64) -> Result<Decision> {
+    pub async fn acquire(
+        &self,
+        key: impl AsRef<[u8]>,
+        limit: u64,
+        window_ms: u64,
+        cost: u64,
+    ) -> Result<Decision> {
         let key = key.as_ref();
         validate::acquire(key, limit, window_ms, cost)?;
-        self.decide(Request { key, limit, window_ms, cost, consume: true }).await
+        self.decide(Request {
+            key,
+            limit,
+            window_ms,
+            cost,
+            consume: true,
+        })
+        .await
     }
 
     /// The window's state without taking anything; `allowed` tells whether one permit would be granted.
-    pub async fn peek(&self, key: impl AsRef<[u8]>, limit: u64, window_ms: u64) -> Result<Decision> {
+    pub async fn peek(
+        &self,
+        key: impl AsRef<[u8]>,
+        limit: u64,
+        window_ms: u64,
+    ) -> Result<Decision> {
         let key = key.as_ref();
         validate::acquire(key, limit, window_ms, 1)?;
-        self.decide(Request { key, limit, window_ms, cost: 1, consume: false }).await
+        self.decide(Request {
+            key,
+            limit,
+            window_ms,
+            cost: 1,
+            consume: false,
+        })
+        .await
     }
 
     /// Forgets everything admitted on `key`.
@@ -286,7 +348,11 @@ impl Limiter {
         let (age, reason) = r.health.state_age();
         let rtt = r.health.rtt();
         Stats {
-            mode: if r.is_local() { Mode::Local } else { Mode::Normal },
+            mode: if r.is_local() {
+                Mode::Local
+            } else {
+                Mode::Normal
+            },
             topology: r.backend.topology_name(),
             decisions_normal: get(&c.normal),
             decisions_local: get(&c.local),
@@ -321,11 +387,30 @@ impl Limiter {
 
     /// Decides right here when the backend never waits (memory), so synchronous callers skip the
     /// async machinery; `None` for backends that do I/O.
-    pub(crate) fn decide_in_place(&self, key: &[u8], limit: u64, window_ms: u64, cost: u64, consume: bool) -> Option<Result<Decision>> {
-        let Backend::Memory(m) = &self.inner.backend else { return None };
+    pub(crate) fn decide_in_place(
+        &self,
+        key: &[u8],
+        limit: u64,
+        window_ms: u64,
+        cost: u64,
+        consume: bool,
+    ) -> Option<Result<Decision>> {
+        let Backend::Memory(m) = &self.inner.backend else {
+            return None;
+        };
         Some(validate::acquire(key, limit, window_ms, cost).map(|()| {
             self.inner.memory_decisions.fetch_add(1, Ordering::Relaxed);
-            to_decision(m.decide(&Request { key, limit, window_ms, cost, consume }), limit, Mode::Memory)
+            to_decision(
+                m.decide(&Request {
+                    key,
+                    limit,
+                    window_ms,
+                    cost,
+                    consume,
+                }),
+                limit,
+                Mode::Memory,
+            )
         }))
     }
 

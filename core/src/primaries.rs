@@ -28,7 +28,11 @@ pub(crate) struct Primary {
 
 impl Primary {
     pub(crate) fn everything(run_id: String) -> Self {
-        Primary { first: 0, last: SLOTS - 1, run_id }
+        Primary {
+            first: 0,
+            last: SLOTS - 1,
+            run_id,
+        }
     }
 
     fn holds(&self, slot: u16) -> bool {
@@ -116,13 +120,23 @@ fn uncovered(range: &Primary, cover: &[Primary]) -> Vec<Primary> {
             })
             .collect();
     }
-    pieces.into_iter().map(|(first, last)| Primary { first, last, run_id: range.run_id.clone() }).collect()
+    pieces
+        .into_iter()
+        .map(|(first, last)| Primary {
+            first,
+            last,
+            run_id: range.run_id.clone(),
+        })
+        .collect()
 }
 
 /// The epoch (the new primary's run id) to repair `slot` under, if its primary changed, in a
 /// snapshot of `Primaries::pending`.
 pub(crate) fn epoch_in(pending: &[Primary], slot: u16) -> Option<&str> {
-    pending.iter().find(|p| p.holds(slot)).map(|p| p.run_id.as_str())
+    pending
+        .iter()
+        .find(|p| p.holds(slot))
+        .map(|p| p.run_id.as_str())
 }
 
 #[cfg(test)]
@@ -130,7 +144,11 @@ mod tests {
     use super::*;
 
     fn p(first: u16, last: u16, id: &str) -> Primary {
-        Primary { first, last, run_id: id.into() }
+        Primary {
+            first,
+            last,
+            run_id: id.into(),
+        }
     }
 
     #[test]
@@ -150,7 +168,11 @@ mod tests {
         let done = m.pending();
         m.repaired(&done);
         assert_eq!(m.epoch(0), None);
-        assert_eq!(m.observe(&[Primary::everything("b".into())]), 0, "the same primary again");
+        assert_eq!(
+            m.observe(&[Primary::everything("b".into())]),
+            0,
+            "the same primary again"
+        );
         // A failback: "a" was a replica meanwhile, and its promotion may have lost writes too.
         assert_eq!(m.observe(&[Primary::everything("a".into())]), 1);
         assert_eq!(m.epoch(0), Some("a"));
@@ -163,8 +185,14 @@ mod tests {
         // "b" is down: its range is missing from the map for a while. Nothing new.
         assert_eq!(m.observe(&[p(0, 5460, "a"), p(10923, 16383, "c")]), 0);
         // Its replica "r" took over.
-        assert_eq!(m.observe(&[p(0, 5460, "a"), p(5461, 10922, "r"), p(10923, 16383, "c")]), 1);
-        assert_eq!((m.epoch(0), m.epoch(5461), m.epoch(10922), m.epoch(10923)), (None, Some("r"), Some("r"), None));
+        assert_eq!(
+            m.observe(&[p(0, 5460, "a"), p(5461, 10922, "r"), p(10923, 16383, "c")]),
+            1
+        );
+        assert_eq!(
+            (m.epoch(0), m.epoch(5461), m.epoch(10922), m.epoch(10923)),
+            (None, Some("r"), Some("r"), None)
+        );
     }
 
     #[test]
@@ -173,7 +201,11 @@ mod tests {
         m.observe(&[p(0, 8191, "a"), p(8192, 16383, "b")]);
         assert_eq!(m.observe(&[p(0, 8191, "a")]), 0, "b did not answer");
         assert_eq!(m.observe(&[p(0, 8191, "a")]), 0);
-        assert_eq!(m.observe(&[p(0, 8191, "a"), p(8192, 16383, "b")]), 0, "b answers again: no change");
+        assert_eq!(
+            m.observe(&[p(0, 8191, "a"), p(8192, 16383, "b")]),
+            0,
+            "b answers again: no change"
+        );
         assert_eq!(m.epoch(9000), None);
         // "b"'s slots go to its replica, and later back to "b" (which was a replica meanwhile).
         assert_eq!(m.observe(&[p(0, 8191, "a"), p(8192, 16383, "r")]), 1);
@@ -186,9 +218,18 @@ mod tests {
         let r = p(10, 20, "x");
         let ranges = |v: Vec<Primary>| v.into_iter().map(|p| (p.first, p.last)).collect::<Vec<_>>();
         assert_eq!(ranges(uncovered(&r, &[])), vec![(10, 20)]);
-        assert_eq!(ranges(uncovered(&r, &[p(0, 9, "y"), p(21, 30, "y")])), vec![(10, 20)]);
-        assert_eq!(ranges(uncovered(&r, &[p(12, 14, "y")])), vec![(10, 11), (15, 20)]);
-        assert_eq!(ranges(uncovered(&r, &[p(0, 10, "y"), p(20, 40, "y")])), vec![(11, 19)]);
+        assert_eq!(
+            ranges(uncovered(&r, &[p(0, 9, "y"), p(21, 30, "y")])),
+            vec![(10, 20)]
+        );
+        assert_eq!(
+            ranges(uncovered(&r, &[p(12, 14, "y")])),
+            vec![(10, 11), (15, 20)]
+        );
+        assert_eq!(
+            ranges(uncovered(&r, &[p(0, 10, "y"), p(20, 40, "y")])),
+            vec![(11, 19)]
+        );
         assert_eq!(ranges(uncovered(&r, &[p(5, 25, "y")])), vec![]);
     }
 
@@ -196,7 +237,10 @@ mod tests {
     fn a_slot_migration_between_primaries_is_no_change() {
         let mut m = Primaries::default();
         m.observe(&[p(0, 5460, "a"), p(5461, 16383, "b")]);
-        assert_eq!(m.observe(&[p(0, 5459, "a"), p(5460, 5460, "b"), p(5461, 16383, "b")]), 0);
+        assert_eq!(
+            m.observe(&[p(0, 5459, "a"), p(5460, 5460, "b"), p(5461, 16383, "b")]),
+            0
+        );
         assert_eq!(m.epoch(5460), None);
     }
 

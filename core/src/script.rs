@@ -14,13 +14,16 @@ use crate::error::{Error, Result};
 /// `lua/sliding_window.lua`, verbatim.
 pub const SLIDING_WINDOW_LUA: &str = include_str!("../../lua/sliding_window.lua");
 
-pub(crate) static SLIDING_WINDOW: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(SLIDING_WINDOW_LUA));
+pub(crate) static SLIDING_WINDOW: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(SLIDING_WINDOW_LUA));
 
 /// `lua/heartbeat.lua`: one instance's heartbeat and the live instance count; also the recovery probe.
-pub(crate) static HEARTBEAT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(include_str!("../../lua/heartbeat.lua")));
+pub(crate) static HEARTBEAT: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(include_str!("../../lua/heartbeat.lua")));
 
 /// `lua/repair.lua`: writes admitted permits a window lacks back into it, idempotently.
-pub(crate) static REPAIR: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(include_str!("../../lua/repair.lua")));
+pub(crate) static REPAIR: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(include_str!("../../lua/repair.lua")));
 
 /// The SHA1 that EVALSHA uses for the script, for callers that load it themselves.
 pub fn sliding_window_sha() -> &'static str {
@@ -30,7 +33,10 @@ pub fn sliding_window_sha() -> &'static str {
 /// Numbers for the native calling convention: big-endian doubles, what the script's
 /// `struct.unpack('>d...')` reads without parsing text. Every value is at most 1e15, exact in a double.
 pub(crate) fn pack(values: &[u64]) -> Vec<u8> {
-    values.iter().flat_map(|&v| (v as f64).to_be_bytes()).collect()
+    values
+        .iter()
+        .flat_map(|&v| (v as f64).to_be_bytes())
+        .collect()
 }
 
 fn int(v: &Value) -> Option<i64> {
@@ -46,15 +52,36 @@ fn non_negative(v: &Value) -> Option<u64> {
 }
 
 /// Reads `{status, ...}` (see the script's header) into one verdict per request, or a typed error.
-pub(crate) fn parse_reply(reply: Value, requests: usize, client_now: Option<u64>, max_skew_ms: u64) -> Result<Vec<Verdict>> {
-    let bad = |what: &str| Error::Backend(format!("unexpected reply from the rl script ({what}): {reply:?}"));
-    let Value::Array(items) = &reply else { return Err(bad("not an array")) };
+pub(crate) fn parse_reply(
+    reply: Value,
+    requests: usize,
+    client_now: Option<u64>,
+    max_skew_ms: u64,
+) -> Result<Vec<Verdict>> {
+    let bad = |what: &str| {
+        Error::Backend(format!(
+            "unexpected reply from the rl script ({what}): {reply:?}"
+        ))
+    };
+    let Value::Array(items) = &reply else {
+        return Err(bad("not an array"));
+    };
     match items.first().and_then(int) {
         Some(0) if items.len() == 1 + 5 * requests => items[1..]
             .chunks(5)
             .map(|v| {
-                let n: Vec<u64> = v.iter().map(non_negative).collect::<Option<_>>().ok_or_else(|| bad("field"))?;
-                Ok(Verdict { allowed: n[0] == 1, used: n[1], retry_after_ms: n[2], reset_after_ms: n[3], now_ms: n[4] })
+                let n: Vec<u64> = v
+                    .iter()
+                    .map(non_negative)
+                    .collect::<Option<_>>()
+                    .ok_or_else(|| bad("field"))?;
+                Ok(Verdict {
+                    allowed: n[0] == 1,
+                    used: n[1],
+                    retry_after_ms: n[2],
+                    reset_after_ms: n[3],
+                    now_ms: n[4],
+                })
             })
             .collect(),
         Some(-1) => {
@@ -62,12 +89,22 @@ pub(crate) fn parse_reply(reply: Value, requests: usize, client_now: Option<u64>
                 Some(Value::BulkString(b)) => String::from_utf8_lossy(b).into_owned(),
                 _ => "?".into(),
             };
-            Err(Error::Backend(format!("the rl script rejected argument `{name}`")))
+            Err(Error::Backend(format!(
+                "the rl script rejected argument `{name}`"
+            )))
         }
         Some(-2) => {
-            let server_ms = items.get(1).and_then(non_negative).ok_or_else(|| bad("server time"))?;
+            let server_ms = items
+                .get(1)
+                .and_then(non_negative)
+                .ok_or_else(|| bad("server time"))?;
             let client_ms = client_now.unwrap_or(0);
-            Err(Error::ClockSkew { client_ms, server_ms, skew_ms: client_ms.abs_diff(server_ms), max_skew_ms })
+            Err(Error::ClockSkew {
+                client_ms,
+                server_ms,
+                skew_ms: client_ms.abs_diff(server_ms),
+                max_skew_ms,
+            })
         }
         _ => Err(bad("status")),
     }

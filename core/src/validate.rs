@@ -18,14 +18,23 @@ pub(crate) fn key(key: &[u8]) -> Result<()> {
         return Err(Error::invalid("key", "must not be empty"));
     }
     if key.len() > MAX_KEY_BYTES {
-        return Err(Error::invalid("key", format!("is {} bytes; at most {MAX_KEY_BYTES} are allowed", key.len())));
+        return Err(Error::invalid(
+            "key",
+            format!(
+                "is {} bytes; at most {MAX_KEY_BYTES} are allowed",
+                key.len()
+            ),
+        ));
     }
     Ok(())
 }
 
 pub(crate) fn limit(limit: u64) -> Result<()> {
     if limit == 0 || limit > MAX_PERMITS {
-        return Err(Error::invalid("limit", format!("is {limit}; must be between 1 and {MAX_PERMITS}")));
+        return Err(Error::invalid(
+            "limit",
+            format!("is {limit}; must be between 1 and {MAX_PERMITS}"),
+        ));
     }
     Ok(())
 }
@@ -45,7 +54,10 @@ pub(crate) fn cost(cost: u64, limit: u64) -> Result<()> {
         return Err(Error::invalid("cost", "is 0; must be at least 1"));
     }
     if cost > limit {
-        return Err(Error::invalid("cost", format!("is {cost}, above the limit {limit}: it could never be granted")));
+        return Err(Error::invalid(
+            "cost",
+            format!("is {cost}, above the limit {limit}: it could never be granted"),
+        ));
     }
     Ok(())
 }

@@ -11,7 +11,11 @@ use rl_core::{audit::max_in_any_window, Limiter, Mode, Options};
 
 /// 16 concurrent callers offer 3x the limit, evenly paced, for 3 windows. Returns the admitted
 /// (now_ms, cost) pairs and how many were offered.
-async fn offer_three_times_the_limit(limiter: Limiter, limit: u64, window_ms: u64) -> (Vec<(u64, u64)>, usize) {
+async fn offer_three_times_the_limit(
+    limiter: Limiter,
+    limit: u64,
+    window_ms: u64,
+) -> (Vec<(u64, u64)>, usize) {
     const CALLERS: u64 = 16;
     let total = 3 * 3 * limit; // 3x the limit per window, for 3 windows
     let per_caller = total / CALLERS;
@@ -50,9 +54,18 @@ async fn redis_admits_exactly_the_limit_in_any_window_under_16_callers() {
     let (limit, window) = (200, 500);
     let (admitted, offered) = offer_three_times_the_limit(limiter, limit, window).await;
     let max = max_in_any_window(&admitted, window);
-    assert_eq!(max, limit, "max admitted in any {window} ms window ({} admitted of {offered})", admitted.len());
+    assert_eq!(
+        max,
+        limit,
+        "max admitted in any {window} ms window ({} admitted of {offered})",
+        admitted.len()
+    );
     // Three windows' worth of time admit about three limits, never more than four.
-    assert!(admitted.len() as u64 >= 2 * limit && admitted.len() as u64 <= 4 * limit, "{}", admitted.len());
+    assert!(
+        admitted.len() as u64 >= 2 * limit && admitted.len() as u64 <= 4 * limit,
+        "{}",
+        admitted.len()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -61,7 +74,10 @@ async fn memory_admits_exactly_the_limit_in_any_window_under_16_callers() {
     let (limit, window) = (200, 500);
     let (admitted, _) = offer_three_times_the_limit(limiter.clone(), limit, window).await;
     assert_eq!(max_in_any_window(&admitted, window), limit);
-    assert_eq!(limiter.peek("exact", limit, window).await.unwrap().mode, Mode::Memory);
+    assert_eq!(
+        limiter.peek("exact", limit, window).await.unwrap().mode,
+        Mode::Memory
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -72,7 +88,9 @@ async fn burst_of_concurrent_weighted_acquires_never_overshoots() {
     for i in 0..64u64 {
         let l = limiter.clone();
         let cost = 1 + i % 3;
-        tasks.push(tokio::spawn(async move { (cost, l.acquire("burst", 100, 60_000, cost).await.unwrap()) }));
+        tasks.push(tokio::spawn(async move {
+            (cost, l.acquire("burst", 100, 60_000, cost).await.unwrap())
+        }));
     }
     let mut granted = 0;
     for t in tasks {
@@ -102,7 +120,13 @@ fn evalsha_calls(server: &rl_harness::RedisServer) -> i64 {
 async fn concurrent_requests_for_one_key_share_script_calls_and_stay_exact() {
     let server = server();
     // The first call waits out the pause below, so it must not time out meanwhile.
-    let limiter = limiter_with(&server, Options { request_timeout: Duration::from_secs(30), ..strict() });
+    let limiter = limiter_with(
+        &server,
+        Options {
+            request_timeout: Duration::from_secs(30),
+            ..strict()
+        },
+    );
     limiter.acquire("warm", 1, 1000, 1).await.unwrap(); // connect and load the script first
     let before = evalsha_calls(&server);
     // Redis holds every script call until all 512 requests are queued, so how many calls they
@@ -117,7 +141,9 @@ async fn concurrent_requests_for_one_key_share_script_calls_and_stay_exact() {
         tasks.push(tokio::spawn(async move {
             // Counted in the same poll that queues the request (nothing awaits before the queue).
             started.fetch_add(1, Ordering::SeqCst);
-            l.acquire("hot", 300, 60_000 + i % 2, 1 + i % 2).await.unwrap()
+            l.acquire("hot", 300, 60_000 + i % 2, 1 + i % 2)
+                .await
+                .unwrap()
         }));
     }
     while started.load(Ordering::SeqCst) < 512 {
@@ -133,7 +159,10 @@ async fn concurrent_requests_for_one_key_share_script_calls_and_stay_exact() {
     }
     let calls = evalsha_calls(&server) - before;
     eprintln!("512 queued requests took {calls} script calls");
-    assert!(calls <= 1 + 511u64.div_ceil(128) as i64, "512 queued requests took {calls} script calls");
+    assert!(
+        calls <= 1 + 511u64.div_ceil(128) as i64,
+        "512 queued requests took {calls} script calls"
+    );
     let state = limiter.peek("hot", 300, 60_000).await.unwrap();
     assert_eq!(state.used, granted);
     assert!((299..=300).contains(&granted), "granted {granted}");

@@ -19,7 +19,11 @@ fn script_flush_between_calls_reloads_transparently() {
     for (step, allowed, used) in [(1, true, 2), (2, true, 3), (3, false, 3)] {
         assert_eq!(cmd(&server, &[b"SCRIPT", b"FLUSH"]).as_str(), Some("OK"));
         let d = l.acquire("flush", 3, 10_000, 1).unwrap();
-        assert_eq!((d.mode, d.allowed, d.used), (Mode::Normal, allowed, used), "after flush {step}: {d:?}");
+        assert_eq!(
+            (d.mode, d.allowed, d.used),
+            (Mode::Normal, allowed, used),
+            "after flush {step}: {d:?}"
+        );
     }
     assert_eq!(l.peek("flush", 3, 10_000).unwrap().used, 3);
 }
@@ -30,8 +34,14 @@ fn script_flush_between_calls_reloads_transparently() {
 #[test]
 fn redis_not_running_is_backend_unavailable_within_the_timeout() {
     let port = rl_harness::free_port().unwrap();
-    let options = Options { request_timeout: SHORT, connect_timeout: SHORT, local_fallback: false, ..Options::default() };
-    let l = rl_core::blocking::Limiter::open(Some(&format!("redis://127.0.0.1:{port}/")), options).unwrap();
+    let options = Options {
+        request_timeout: SHORT,
+        connect_timeout: SHORT,
+        local_fallback: false,
+        ..Options::default()
+    };
+    let l = rl_core::blocking::Limiter::open(Some(&format!("redis://127.0.0.1:{port}/")), options)
+        .unwrap();
     for _ in 0..3 {
         let start = Instant::now();
         let e = l.acquire("down", 10, 1000, 1).unwrap_err();
@@ -45,7 +55,11 @@ fn redis_not_running_is_backend_unavailable_within_the_timeout() {
 fn frozen_redis_times_out_then_recovers_when_thawed() {
     let mut server = server();
     let timeout = Duration::from_secs(1);
-    let options = Options { request_timeout: timeout, local_fallback: false, ..Options::default() };
+    let options = Options {
+        request_timeout: timeout,
+        local_fallback: false,
+        ..Options::default()
+    };
     let l = blocking_with(&server, options);
     assert!(l.acquire("frozen", 10, 60_000, 1).unwrap().allowed);
     server.freeze().unwrap();
@@ -56,8 +70,14 @@ fn frozen_redis_times_out_then_recovers_when_thawed() {
     assert_eq!(e.kind(), ErrorKind::BackendUnavailable, "{e}");
     // The call ends at its one deadline: not before it, and not at a second one (a retry or a
     // reconnect with a fresh timeout would take 2x). The slack below that is the busy machine's.
-    assert!(waited >= timeout - Duration::from_millis(20), "gave up early: {waited:?}");
-    assert!(waited < timeout * 3 / 2, "waited {waited:?}, beyond the request timeout {timeout:?}");
+    assert!(
+        waited >= timeout - Duration::from_millis(20),
+        "gave up early: {waited:?}"
+    );
+    assert!(
+        waited < timeout * 3 / 2,
+        "waited {waited:?}, beyond the request timeout {timeout:?}"
+    );
     // The same limiter answers again once Redis does (the request queued while frozen may land).
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
@@ -77,11 +97,19 @@ fn frozen_redis_times_out_then_recovers_when_thawed() {
 #[test]
 fn limiter_recovers_after_redis_restarts() {
     let mut server = server();
-    let options = Options { request_timeout: SHORT, connect_timeout: SHORT, local_fallback: false, ..Options::default() };
+    let options = Options {
+        request_timeout: SHORT,
+        connect_timeout: SHORT,
+        local_fallback: false,
+        ..Options::default()
+    };
     let l = blocking_with(&server, options);
     assert!(l.acquire("restart", 10, 60_000, 1).unwrap().allowed);
     server.kill().unwrap();
-    assert_eq!(l.acquire("restart", 10, 60_000, 1).unwrap_err().kind(), ErrorKind::BackendUnavailable);
+    assert_eq!(
+        l.acquire("restart", 10, 60_000, 1).unwrap_err().kind(),
+        ErrorKind::BackendUnavailable
+    );
     server.restart().unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
@@ -103,13 +131,29 @@ fn limiter_recovers_after_redis_restarts() {
 
 #[test]
 fn wrong_password_is_a_backend_error_not_a_hang() {
-    let server = rl_harness::RedisServer::start_with(rl_harness::ServerOptions::default().requirepass("right")).unwrap();
+    let server = rl_harness::RedisServer::start_with(
+        rl_harness::ServerOptions::default().requirepass("right"),
+    )
+    .unwrap();
     let url = format!("redis://:wrong@127.0.0.1:{}/", server.port());
-    let l = rl_core::blocking::Limiter::open(Some(&url), Options { request_timeout: SHORT, ..Options::default() }).unwrap();
+    let l = rl_core::blocking::Limiter::open(
+        Some(&url),
+        Options {
+            request_timeout: SHORT,
+            ..Options::default()
+        },
+    )
+    .unwrap();
     let e = l.acquire("auth", 1, 1000, 1).unwrap_err();
     // The README: an error reply that is not about availability (auth among them) is `Backend`.
     assert_eq!(e.kind(), ErrorKind::Backend, "{e}");
-    assert!(e.to_string().to_lowercase().contains("authentication"), "the error says why: {e}");
+    assert!(
+        e.to_string().to_lowercase().contains("authentication"),
+        "the error says why: {e}"
+    );
     let ok = rl_core::blocking::Limiter::open(Some(&server.url()), Options::default()).unwrap();
-    assert!(ok.acquire("auth", 1, 1000, 1).unwrap().allowed, "the right password works");
+    assert!(
+        ok.acquire("auth", 1, 1000, 1).unwrap().allowed,
+        "the right password works"
+    );
 }

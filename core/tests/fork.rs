@@ -13,7 +13,8 @@ use rl_core::{Limiter, Options};
 fn limiters_made_before_fork_work_in_the_child_and_the_parent() {
     let server = server();
     let redis = blocking_with(&server, strict());
-    let memory = rl_core::blocking::Limiter::from_async(Limiter::memory(Options::default()).unwrap());
+    let memory =
+        rl_core::blocking::Limiter::from_async(Limiter::memory(Options::default()).unwrap());
     // Use both first, so the runtime and the Redis connection exist before the fork.
     assert!(redis.acquire("fork", 10, 60_000, 1).unwrap().allowed);
     assert!(memory.acquire("fork", 10, 60_000, 1).unwrap().allowed);
@@ -27,7 +28,11 @@ fn limiters_made_before_fork_work_in_the_child_and_the_parent() {
         unsafe { libc::_exit(if ok { 0 } else { 1 }) };
     }
     let status = wait_with_deadline(pid, Duration::from_secs(10));
-    assert_eq!(status, Some(0), "child must decide correctly and not hang (None = hung, killed)");
+    assert_eq!(
+        status,
+        Some(0),
+        "child must decide correctly and not hang (None = hung, killed)"
+    );
     // The parent is unaffected: its connection still works and sees the child's permit.
     let d = redis.acquire("fork", 10, 60_000, 1).unwrap();
     assert_eq!(d.used, 3);

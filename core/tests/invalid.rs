@@ -9,7 +9,10 @@ use rl_core::{Error, ErrorKind, Limiter, Options, MAX_PERMITS, MAX_WINDOW_MS};
 fn commands_other_than_info(server: &rl_harness::RedisServer) -> Vec<String> {
     let info = cmd(server, &[b"INFO", b"commandstats"]);
     let text = info.as_str().unwrap().to_string();
-    text.lines().filter(|l| l.starts_with("cmdstat_") && !l.starts_with("cmdstat_info:")).map(String::from).collect()
+    text.lines()
+        .filter(|l| l.starts_with("cmdstat_") && !l.starts_with("cmdstat_info:"))
+        .map(String::from)
+        .collect()
 }
 
 /// One bad call: key, limit, window_ms, cost, the argument it names, and what its message shows.
@@ -39,24 +42,50 @@ fn bad_acquire_arguments_are_typed_errors_naming_the_value_and_write_nothing() {
         }
         for result in results {
             let e = result.expect_err(name);
-            let Error::InvalidArgument { name: got, .. } = &e else { panic!("{e}") };
+            let Error::InvalidArgument { name: got, .. } = &e else {
+                panic!("{e}")
+            };
             assert_eq!(*got, name);
             assert!(e.to_string().contains(shows), "{e} should show {shows}");
         }
     }
-    assert_eq!(commands_other_than_info(&server), before, "no command reached Redis");
+    assert_eq!(
+        commands_other_than_info(&server),
+        before,
+        "no command reached Redis"
+    );
     assert_eq!(dbsize(&server), 0);
 }
 
 #[test]
 fn bad_options_and_urls_are_rejected_at_open() {
-    let bad_prefix = Options { key_prefix: "rl:{x}:".into(), ..Options::default() };
-    assert_eq!(Limiter::open(None, bad_prefix).unwrap_err().kind(), ErrorKind::InvalidArgument);
-    let zero = Options { request_timeout: std::time::Duration::ZERO, ..Options::default() };
-    assert_eq!(Limiter::open(None, zero).unwrap_err().kind(), ErrorKind::InvalidArgument);
-    for url in ["http://127.0.0.1:6379", "", "redis//nope", "redis://:pw@[::1"] {
+    let bad_prefix = Options {
+        key_prefix: "rl:{x}:".into(),
+        ..Options::default()
+    };
+    assert_eq!(
+        Limiter::open(None, bad_prefix).unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+    let zero = Options {
+        request_timeout: std::time::Duration::ZERO,
+        ..Options::default()
+    };
+    assert_eq!(
+        Limiter::open(None, zero).unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+    for url in [
+        "http://127.0.0.1:6379",
+        "",
+        "redis//nope",
+        "redis://:pw@[::1",
+    ] {
         let e = Limiter::open(Some(url), Options::default()).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{url}: {e}");
-        assert!(!e.to_string().contains("pw@"), "passwords never appear in errors: {e}");
+        assert!(
+            !e.to_string().contains("pw@"),
+            "passwords never appear in errors: {e}"
+        );
     }
 }

@@ -8,8 +8,30 @@ use rl_core::{ErrorKind, Options, MAX_KEY_BYTES};
 
 fn hostile_keys() -> Vec<Vec<u8>> {
     let mut keys: Vec<Vec<u8>> = [
-        &b"a"[..], b"{a}", b"a}", b"{a", b"}", b"{", b"{}", b"}{", b"%7D", b"%7B", b"%", b"%25", b"a:b", b"a:b:", b":a:b",
-        b"rl:{a}", b"a\0b", b"a\0c", b"\0", b"\xff\xfe", "ключ".as_bytes(), b" ", b"*", b"a b",
+        &b"a"[..],
+        b"{a}",
+        b"a}",
+        b"{a",
+        b"}",
+        b"{",
+        b"{}",
+        b"}{",
+        b"%7D",
+        b"%7B",
+        b"%",
+        b"%25",
+        b"a:b",
+        b"a:b:",
+        b":a:b",
+        b"rl:{a}",
+        b"a\0b",
+        b"a\0c",
+        b"\0",
+        b"\xff\xfe",
+        "ключ".as_bytes(),
+        b" ",
+        b"*",
+        b"a b",
     ]
     .iter()
     .map(|k| k.to_vec())
@@ -31,20 +53,42 @@ fn distinct_hostile_keys_have_independent_windows() {
     let keys = hostile_keys();
     for k in &keys {
         let d = l.acquire(k, 2, 60_000, 1).unwrap();
-        assert!(d.allowed && d.used == 1, "key {:?}: a fresh key must start empty: {d:?}", String::from_utf8_lossy(&k[..k.len().min(20)]));
+        assert!(
+            d.allowed && d.used == 1,
+            "key {:?}: a fresh key must start empty: {d:?}",
+            String::from_utf8_lossy(&k[..k.len().min(20)])
+        );
     }
     for k in &keys {
-        assert_eq!(l.peek(k, 2, 60_000).unwrap().used, 1, "each key saw exactly its own permit");
+        assert_eq!(
+            l.peek(k, 2, 60_000).unwrap().used,
+            1,
+            "each key saw exactly its own permit"
+        );
     }
-    assert_eq!(dbsize(&server), keys.len() as i64, "one Redis key per user key");
+    assert_eq!(
+        dbsize(&server),
+        keys.len() as i64,
+        "one Redis key per user key"
+    );
     l.reset(&keys[0]).unwrap();
-    assert_eq!(l.peek(&keys[1], 2, 60_000).unwrap().used, 1, "reset touches only its own key");
+    assert_eq!(
+        l.peek(&keys[1], 2, 60_000).unwrap().used,
+        1,
+        "reset touches only its own key"
+    );
 }
 
 #[test]
 fn every_redis_key_is_one_hash_tag_from_its_user_key() {
     let server = server();
-    let l = blocking_with(&server, Options { key_prefix: "app1:rl:".into(), ..strict() });
+    let l = blocking_with(
+        &server,
+        Options {
+            key_prefix: "app1:rl:".into(),
+            ..strict()
+        },
+    );
     for k in hostile_keys() {
         l.acquire(&k, 2, 60_000, 1).unwrap();
         let rk = l.redis_key(&k);
@@ -57,7 +101,11 @@ fn every_redis_key_is_one_hash_tag_from_its_user_key() {
         assert!(close > open + 1, "tag is never empty");
     }
     for rk in keys(&server) {
-        assert!(rk.starts_with(b"app1:rl:{"), "{:?}", String::from_utf8_lossy(&rk));
+        assert!(
+            rk.starts_with(b"app1:rl:{"),
+            "{:?}",
+            String::from_utf8_lossy(&rk)
+        );
     }
 }
 

@@ -23,10 +23,18 @@ fn five_thousand_permits_per_second_fit_in_128_kib_at_1ms_resolution() {
         }
     }
     let d = l.peek("mem", 5000, 1000).unwrap();
-    assert_eq!(d.used, 5000, "exact: the window (t-1000, t] holds 1000 ms x 5 permits");
+    assert_eq!(
+        d.used, 5000,
+        "exact: the window (t-1000, t] holds 1000 ms x 5 permits"
+    );
     let key = l.redis_key("mem");
-    let bytes = cmd(&server, &[b"MEMORY", b"USAGE", &key, b"SAMPLES", b"0"]).as_int().unwrap();
-    eprintln!("MEMORY USAGE at 5000 permits/s, 1 s window: {bytes} bytes ({:.1} KiB)", bytes as f64 / 1024.0);
+    let bytes = cmd(&server, &[b"MEMORY", b"USAGE", &key, b"SAMPLES", b"0"])
+        .as_int()
+        .unwrap();
+    eprintln!(
+        "MEMORY USAGE at 5000 permits/s, 1 s window: {bytes} bytes ({:.1} KiB)",
+        bytes as f64 / 1024.0
+    );
     assert!(bytes <= 128 * 1024, "{bytes} bytes");
     // Full: the 5001st permit in the window is refused.
     assert!(!l.acquire("mem", 5000, 1000, 1).unwrap().allowed);

@@ -26,7 +26,12 @@ struct Verdict {
 
 impl From<&Decision> for Verdict {
     fn from(d: &Decision) -> Self {
-        Verdict { allowed: d.allowed, used: d.used, retry_after_ms: d.retry_after_ms, reset_after_ms: d.reset_after_ms }
+        Verdict {
+            allowed: d.allowed,
+            used: d.used,
+            retry_after_ms: d.retry_after_ms,
+            reset_after_ms: d.reset_after_ms,
+        }
     }
 }
 
@@ -44,8 +49,19 @@ struct Oracle {
 }
 
 /// The decision a sliding window must make on exactly `live` (admissions, oldest first).
-fn brute(live: &[(u64, u64)], now: u64, limit: u64, window: u64, cost: u64, consume: bool) -> Verdict {
-    let inside: Vec<(u64, u64)> = live.iter().copied().filter(|&(t, _)| t + window > now).collect();
+fn brute(
+    live: &[(u64, u64)],
+    now: u64,
+    limit: u64,
+    window: u64,
+    cost: u64,
+    consume: bool,
+) -> Verdict {
+    let inside: Vec<(u64, u64)> = live
+        .iter()
+        .copied()
+        .filter(|&(t, _)| t + window > now)
+        .collect();
     let used: u64 = inside.iter().map(|&(_, c)| c).sum();
     let reset = inside.last().map_or(0, |&(t, _)| t + window - now);
     if used + cost > limit {
@@ -55,22 +71,49 @@ fn brute(live: &[(u64, u64)], now: u64, limit: u64, window: u64, cost: u64, cons
             acc += c;
             acc >= need
         });
-        let t = at.expect("cost <= limit, so the window holds enough to free").0;
-        return Verdict { allowed: false, used, retry_after_ms: t + window - now, reset_after_ms: reset };
+        let t = at
+            .expect("cost <= limit, so the window holds enough to free")
+            .0;
+        return Verdict {
+            allowed: false,
+            used,
+            retry_after_ms: t + window - now,
+            reset_after_ms: reset,
+        };
     }
     if consume {
-        Verdict { allowed: true, used: used + cost, retry_after_ms: 0, reset_after_ms: window }
+        Verdict {
+            allowed: true,
+            used: used + cost,
+            retry_after_ms: 0,
+            reset_after_ms: window,
+        }
     } else {
-        Verdict { allowed: true, used, retry_after_ms: 0, reset_after_ms: reset }
+        Verdict {
+            allowed: true,
+            used,
+            retry_after_ms: 0,
+            reset_after_ms: reset,
+        }
     }
 }
 
 impl Oracle {
     /// Checks `got` (one decision per request; `n` identical requests decided at `now`, as a
     /// multiset) and records what was admitted.
-    fn check(&mut self, now: u64, limit: u64, window: u64, cost: u64, consume: bool, got: &[Verdict]) -> Result<(), String> {
+    fn check(
+        &mut self,
+        now: u64,
+        limit: u64,
+        window: u64,
+        cost: u64,
+        consume: bool,
+        got: &[Verdict],
+    ) -> Result<(), String> {
         // What fell out of the longest window may be gone from here on.
-        let stale = self.admitted.partition_point(|&(t, _)| t + self.longest <= now);
+        let stale = self
+            .admitted
+            .partition_point(|&(t, _)| t + self.longest <= now);
         self.uncertain = self.uncertain.max(stale);
         if self.uncertain == self.admitted.len() {
             // Nothing is surely kept: the key may have expired, and with it the longest window.
@@ -95,7 +138,9 @@ impl Oracle {
             }
         }
         let Some(&first) = fits.first() else {
-            let options: Vec<_> = (0..=self.uncertain).map(|i| brute(&self.admitted[i..], now, limit, window, cost, consume)).collect();
+            let options: Vec<_> = (0..=self.uncertain)
+                .map(|i| brute(&self.admitted[i..], now, limit, window, cost, consume))
+                .collect();
             return Err(format!(
                 "at {now} (limit {limit}, window {window}, cost {cost}, consume {consume}) got {got:?}; a sliding window over {:?} \
                  ({} oldest possibly dropped) gives one of {options:?}",
@@ -122,7 +167,9 @@ impl Oracle {
 
     /// The latest moment (on the deciding clock) until which an admission surely still counts.
     fn surely_live_until(&self) -> Option<u64> {
-        self.admitted[self.uncertain..].last().map(|&(t, _)| t + self.longest)
+        self.admitted[self.uncertain..]
+            .last()
+            .map(|&(t, _)| t + self.longest)
     }
 }
 
@@ -169,8 +216,21 @@ fn case(max_window: u64, max_step: u64, bursts: bool) -> impl Strategy<Value = C
 
 /// `case` with the limit's and the sequence's sizes chosen: long sequences with high limits build
 /// windows of hundreds of buckets, where the script's binary searches gallop and bisect.
-fn shaped(max_limit: u64, max_window: u64, max_step: u64, bursts: bool, max_ops: usize) -> impl Strategy<Value = Case> {
-    let rule = (1u64..max_limit, prop_oneof![1u64..5, 5u64..=max_window / 10, max_window / 10..=max_window]);
+fn shaped(
+    max_limit: u64,
+    max_window: u64,
+    max_step: u64,
+    bursts: bool,
+    max_ops: usize,
+) -> impl Strategy<Value = Case> {
+    let rule = (
+        1u64..max_limit,
+        prop_oneof![
+            1u64..5,
+            5u64..=max_window / 10,
+            max_window / 10..=max_window
+        ],
+    );
     let other = proptest::option::weighted(0.3, rule.clone());
     let op = prop_oneof![
         6 => (0..KEYS as u8, other.clone(), 1u64..12).prop_map(|(key, rule, cost)| Op::Acquire { key, rule, cost }),
@@ -179,7 +239,11 @@ fn shaped(max_limit: u64, max_window: u64, max_step: u64, bursts: bool, max_ops:
         4 => prop_oneof![Just(0u64), 0u64..3, 0..=max_step / 10, 0..=max_step].prop_map(Op::Advance),
         if bursts { 1 } else { 0 } => (0..KEYS as u8, 1u64..12, 2usize..40).prop_map(|(key, cost, n)| Op::Burst { key, cost, n }),
     ];
-    (proptest::collection::vec(rule, KEYS), proptest::collection::vec(op, 1..max_ops)).prop_map(|(rules, ops)| Case { rules, ops })
+    (
+        proptest::collection::vec(rule, KEYS),
+        proptest::collection::vec(op, 1..max_ops),
+    )
+        .prop_map(|(rules, ops)| Case { rules, ops })
 }
 
 /// A cost that fits the rule (cost <= limit).
@@ -190,7 +254,9 @@ fn fit(cost: u64, limit: u64) -> u64 {
 /// Redis's TTL for `key` and its clock, read together.
 fn ttl_and_time(server: &RedisServer, key: &[u8]) -> (i64, u64) {
     let ttl = server.command(&[b"PTTL", key]).unwrap().as_int().unwrap();
-    let RespValue::Array(t) = server.command(&[b"TIME"]).unwrap() else { panic!("TIME") };
+    let RespValue::Array(t) = server.command(&[b"TIME"]).unwrap() else {
+        panic!("TIME")
+    };
     let secs: u64 = t[0].as_str().unwrap().parse().unwrap();
     let micros: u64 = t[1].as_str().unwrap().parse().unwrap();
     (ttl, secs * 1000 + micros / 1000)
@@ -233,11 +299,25 @@ fn run(
                     admitted[key as usize] = None;
                 }
                 let cost = fit(cost, limit);
-                (key, vec![limiter.acquire(name(key), limit, window, cost).unwrap()], limit, window, cost, true)
+                (
+                    key,
+                    vec![limiter.acquire(name(key), limit, window, cost).unwrap()],
+                    limit,
+                    window,
+                    cost,
+                    true,
+                )
             }
             Op::Peek { key, rule } => {
                 let (limit, window) = rule.unwrap_or(c.rules[key as usize]);
-                (key, vec![limiter.peek(name(key), limit, window).unwrap()], limit, window, 1, false)
+                (
+                    key,
+                    vec![limiter.peek(name(key), limit, window).unwrap()],
+                    limit,
+                    window,
+                    1,
+                    false,
+                )
             }
             Op::Burst { key, cost, n } => {
                 let (limit, window) = c.rules[key as usize];
@@ -249,24 +329,58 @@ fn run(
                         rt.spawn(async move { l.acquire(k, limit, window, cost).await })
                     })
                     .collect();
-                (key, joins.into_iter().map(|j| rt.block_on(j).unwrap().unwrap()).collect(), limit, window, cost, true)
+                (
+                    key,
+                    joins
+                        .into_iter()
+                        .map(|j| rt.block_on(j).unwrap().unwrap())
+                        .collect(),
+                    limit,
+                    window,
+                    cost,
+                    true,
+                )
             }
         };
         let k = key as usize;
         let now = decisions[0].now_ms;
         for d in &decisions {
             prop_assert_eq!(d.now_ms, now, "op {}: one instant for a burst", i);
-            prop_assert_eq!(d.remaining, limit.saturating_sub(d.used), "op {}: {:?}", i, d);
+            prop_assert_eq!(
+                d.remaining,
+                limit.saturating_sub(d.used),
+                "op {}: {:?}",
+                i,
+                d
+            );
         }
         match clock {
-            Some(clock) => prop_assert_eq!(now, clock.now_ms(), "op {}: decided at the client's time", i),
-            None => prop_assert!(now >= last_now[k], "op {}: time ran backwards for a window: {} < {}", i, now, last_now[k]),
+            Some(clock) => prop_assert_eq!(
+                now,
+                clock.now_ms(),
+                "op {}: decided at the client's time",
+                i
+            ),
+            None => prop_assert!(
+                now >= last_now[k],
+                "op {}: time ran backwards for a window: {} < {}",
+                i,
+                now,
+                last_now[k]
+            ),
         }
         last_now[k] = now;
         let mut got: Vec<Verdict> = decisions.iter().map(Verdict::from).collect();
-        oracles[k].check(now, limit, window, cost, consume, &got).map_err(|e| TestCaseError::fail(format!("op {i} {op:?}: {e}")))?;
+        oracles[k]
+            .check(now, limit, window, cost, consume, &got)
+            .map_err(|e| TestCaseError::fail(format!("op {i} {op:?}: {e}")))?;
         if let Some(a) = admitted[k].as_mut() {
-            a.extend(decisions.iter().filter(|d| d.allowed && consume).map(|d| (d.now_ms, cost)));
+            a.extend(
+                decisions
+                    .iter()
+                    .filter(|d| d.allowed && consume)
+                    .map(|d| (d.now_ms, cost)),
+            );
         }
         if clock.is_none() {
             // The key must outlive every permit that surely still counts (on Redis TIME).
@@ -290,20 +404,40 @@ fn run(
         if let Some(a) = a {
             let (limit, window) = c.rules[k];
             let max = max_in_any_window(a, window);
-            prop_assert!(max <= limit, "key {}: {} permits in one {} ms window, limit {}: {:?}", k, max, window, limit, a);
+            prop_assert!(
+                max <= limit,
+                "key {}: {} permits in one {} ms window, limit {}: {:?}",
+                k,
+                max,
+                window,
+                limit,
+                a
+            );
         }
     }
     Ok(out)
 }
 
 fn cases(default: u32) -> u32 {
-    std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(default)
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(default)
 }
 
-fn check(strategy: impl Strategy<Value = Case>, cases: u32, f: impl Fn(u64, Case) -> Result<(), TestCaseError>) {
-    let mut runner = TestRunner::new(Config { cases, ..Config::default() });
+fn check(
+    strategy: impl Strategy<Value = Case>,
+    cases: u32,
+    f: impl Fn(u64, Case) -> Result<(), TestCaseError>,
+) {
+    let mut runner = TestRunner::new(Config {
+        cases,
+        ..Config::default()
+    });
     let n = std::sync::atomic::AtomicU64::new(0);
-    if let Err(e) = runner.run(&strategy, |c| f(n.fetch_add(1, std::sync::atomic::Ordering::SeqCst), c)) {
+    if let Err(e) = runner.run(&strategy, |c| {
+        f(n.fetch_add(1, std::sync::atomic::Ordering::SeqCst), c)
+    }) {
         panic!("{e}");
     }
 }
@@ -316,7 +450,10 @@ fn client_clock_decisions_match_the_oracle_on_redis_and_memory_alike() {
     check(case(3000, 4000, true), cases(150), |id, c| {
         let clock = Arc::new(ManualClock::new(common::wall_ms()));
         // A fresh prefix per case: cases never see each other's windows.
-        let options = rl_core::Options { key_prefix: format!("model{id}:"), ..common::client_clock(clock.clone()) };
+        let options = rl_core::Options {
+            key_prefix: format!("model{id}:"),
+            ..common::client_clock(clock.clone())
+        };
         let redis = blocking::Limiter::open(Some(&url), options.clone()).unwrap();
         let memory = blocking::Limiter::from_async(Limiter::memory(options).unwrap());
         let start = clock.now_ms();
@@ -335,7 +472,10 @@ fn long_histories_match_the_oracle_on_redis_and_memory_alike() {
     let url = server.url();
     check(shaped(400, 3000, 40, false, 400), cases(12), |id, c| {
         let clock = Arc::new(ManualClock::new(common::wall_ms()));
-        let options = rl_core::Options { key_prefix: format!("long{id}:"), ..common::client_clock(clock.clone()) };
+        let options = rl_core::Options {
+            key_prefix: format!("long{id}:"),
+            ..common::client_clock(clock.clone())
+        };
         let redis = blocking::Limiter::open(Some(&url), options.clone()).unwrap();
         let memory = blocking::Limiter::from_async(Limiter::memory(options).unwrap());
         let start = clock.now_ms();
@@ -353,7 +493,10 @@ fn redis_time_decisions_match_the_oracle_from_their_own_now_ms() {
     let url = server.url();
     // Windows up to 300 ms and steps up to 150 ms of real time: a few seconds in all.
     check(case(300, 150, false), cases(25), |id, c| {
-        let options = rl_core::Options { key_prefix: format!("time{id}:"), ..common::strict() };
+        let options = rl_core::Options {
+            key_prefix: format!("time{id}:"),
+            ..common::strict()
+        };
         let redis = blocking::Limiter::open(Some(&url), options).unwrap();
         run(&redis, None, &server, &c)?;
         Ok(())
@@ -368,15 +511,19 @@ fn an_expired_key_starts_afresh_and_the_oracle_accepts_what_it_forgot() {
     let mut oracle = Oracle::default();
     let mut step = |limit: u64, window: u64, cost: u64| {
         let d = l.acquire("exp", limit, window, cost).unwrap();
-        oracle.check(d.now_ms, limit, window, cost, true, &[Verdict::from(&d)]).unwrap();
+        oracle
+            .check(d.now_ms, limit, window, cost, true, &[Verdict::from(&d)])
+            .unwrap();
         d
     };
     assert!(step(3, 50, 3).allowed);
     assert!(!step(3, 50, 1).allowed);
     // The TTL is twice (window + 1 s slack) at most: wait until Redis has dropped the key.
-    common::wait_until("the key's TTL to pass", std::time::Duration::from_secs(5), || {
-        server.command(&[b"EXISTS", &key]).unwrap().as_int() == Some(0)
-    });
+    common::wait_until(
+        "the key's TTL to pass",
+        std::time::Duration::from_secs(5),
+        || server.command(&[b"EXISTS", &key]).unwrap().as_int() == Some(0),
+    );
     // A 10 s rule now: the old permits may no longer count (the key expired with them), and
     // what is admitted from here on is counted exactly again.
     let d = step(4, 10_000, 4);

@@ -30,14 +30,34 @@ fn fill(l: &blocking::Limiter, clock: &ManualClock, t0: u64, key: &str) {
 /// `INFO commandstats` (the script's run time on the server, without the network).
 fn evalsha_usec_per_call(server: &rl_harness::RedisServer) -> String {
     let info = cmd(server, &[b"INFO", b"commandstats"]);
-    let line = info.as_str().unwrap().lines().find(|l| l.starts_with("cmdstat_evalsha:")).unwrap().to_string();
-    let field = |name: &str| line.split([':', ',']).find_map(|f| f.strip_prefix(name)).unwrap().to_string();
-    format!("{} us per call over {} calls", field("usec_per_call="), field("calls="))
+    let line = info
+        .as_str()
+        .unwrap()
+        .lines()
+        .find(|l| l.starts_with("cmdstat_evalsha:"))
+        .unwrap()
+        .to_string();
+    let field = |name: &str| {
+        line.split([':', ','])
+            .find_map(|f| f.strip_prefix(name))
+            .unwrap()
+            .to_string()
+    };
+    format!(
+        "{} us per call over {} calls",
+        field("usec_per_call="),
+        field("calls=")
+    )
 }
 
 fn summary(mut v: Vec<i64>) -> String {
     v.sort_unstable();
-    format!("median {} us, max {} us over {} calls", v[v.len() / 2], v[v.len() - 1], v.len())
+    format!(
+        "median {} us, max {} us over {} calls",
+        v[v.len() / 2],
+        v[v.len() - 1],
+        v.len()
+    )
 }
 
 #[test]
@@ -47,15 +67,24 @@ fn worst_case_decision_time_at_a_million_permits_in_60_s() {
     let t0 = wall_ms();
     let clock = Arc::new(ManualClock::new(t0));
     // A slow script call must be waited for, not timed out.
-    let redis =
-        blocking_with(&server, rl_core::Options { request_timeout: std::time::Duration::from_secs(30), ..client_clock(clock.clone()) });
-    let memory = blocking::Limiter::from_async(Limiter::memory(client_clock(clock.clone())).unwrap());
+    let redis = blocking_with(
+        &server,
+        rl_core::Options {
+            request_timeout: std::time::Duration::from_secs(30),
+            ..client_clock(clock.clone())
+        },
+    );
+    let memory =
+        blocking::Limiter::from_async(Limiter::memory(client_clock(clock.clone())).unwrap());
     for (name, l) in [("redis", &redis), ("memory", &memory)] {
         cmd(&server, &[b"CONFIG", b"RESETSTAT"]);
         fill(l, &clock, t0, "w");
         if name == "redis" {
             // The common case for comparison: admissions into a window that is filling up.
-            println!("redis  script, the 60 000 admissions that filled it: {}", evalsha_usec_per_call(&server));
+            println!(
+                "redis  script, the 60 000 admissions that filled it: {}",
+                evalsha_usec_per_call(&server)
+            );
         }
         if name == "redis" {
             // Steady state: each admission also drops the bucket that just left the window.
@@ -64,7 +93,10 @@ fn worst_case_decision_time_at_a_million_permits_in_60_s() {
                 clock.set(t0 + ms);
                 assert!(l.acquire("w", LIMIT, WINDOW, 16).unwrap().allowed);
             }
-            println!("redis  script, 5000 steady admissions (one bucket leaves per ms): {}", evalsha_usec_per_call(&server));
+            println!(
+                "redis  script, 5000 steady admissions (one bucket leaves per ms): {}",
+                evalsha_usec_per_call(&server)
+            );
         }
         let end = t0 + BUCKETS + 5000 - 1;
         clock.set(end);
@@ -78,7 +110,11 @@ fn worst_case_decision_time_at_a_million_permits_in_60_s() {
             took.push(started.elapsed().as_micros() as i64);
             assert!(!d.allowed);
         }
-        let denial = if name == "redis" { evalsha_usec_per_call(&server) } else { String::new() };
+        let denial = if name == "redis" {
+            evalsha_usec_per_call(&server)
+        } else {
+            String::new()
+        };
         cmd(&server, &[b"CONFIG", b"RESETSTAT"]);
         // A 1 s rule on the same key: its window is the newest 1000 of the 60 000 buckets.
         let mut short = Vec::new();
@@ -87,13 +123,26 @@ fn worst_case_decision_time_at_a_million_permits_in_60_s() {
             l.peek("w", 1000, 1000).unwrap();
             short.push(started.elapsed().as_micros() as i64);
         }
-        let peek = if name == "redis" { evalsha_usec_per_call(&server) } else { String::new() };
+        let peek = if name == "redis" {
+            evalsha_usec_per_call(&server)
+        } else {
+            String::new()
+        };
         if name == "redis" {
             println!("redis  script, denial of cost = limit on {BUCKETS} buckets: {denial}; round trip {}", summary(took));
-            println!("redis  script, peek with a 1 s window on the same key: {peek}; round trip {}", summary(short));
+            println!(
+                "redis  script, peek with a 1 s window on the same key: {peek}; round trip {}",
+                summary(short)
+            );
         } else {
-            println!("memory decide, denial of cost = limit on {BUCKETS} buckets: {}", summary(took));
-            println!("memory decide, peek with a 1 s window on the same key: {}", summary(short));
+            println!(
+                "memory decide, denial of cost = limit on {BUCKETS} buckets: {}",
+                summary(took)
+            );
+            println!(
+                "memory decide, peek with a 1 s window on the same key: {}",
+                summary(short)
+            );
         }
     }
 }

@@ -28,7 +28,10 @@ fn window_is_half_open_now_minus_w_to_now() {
         }
         clock.set(t0 + 999);
         let d = l.acquire("edge", 3, 1000, 1).unwrap();
-        assert!(!d.allowed, "t0 is still inside (t0-1+999-1000, t0+999]: {d:?}");
+        assert!(
+            !d.allowed,
+            "t0 is still inside (t0-1+999-1000, t0+999]: {d:?}"
+        );
         assert_eq!(d.retry_after_ms, 1);
         assert_eq!(d.now_ms, t0 + 999);
         clock.set(t0 + 1000);
@@ -59,7 +62,10 @@ fn denied_request_succeeds_after_exactly_retry_after_and_not_1ms_earlier() {
         assert!(!d.allowed);
         assert_eq!((d.used, d.remaining), (5, 0));
         assert_eq!(d.retry_after_ms, 700);
-        assert_eq!(d.reset_after_ms, 900, "the newest permit (t0+300) leaves at t0+1300");
+        assert_eq!(
+            d.reset_after_ms, 900,
+            "the newest permit (t0+300) leaves at t0+1300"
+        );
         clock.set(t0 + 400 + d.retry_after_ms - 1);
         let early = l.acquire("retry", 5, 1000, 3).unwrap();
         assert!(!early.allowed, "1 ms early: {early:?}");
@@ -81,7 +87,10 @@ fn weighted_cost_counts_permits_not_requests() {
         let d = l.acquire("w", 10, 60_000, 7).unwrap();
         assert!(d.allowed && d.used == 7 && d.remaining == 3);
         let d = l.acquire("w", 10, 60_000, 4).unwrap();
-        assert!(!d.allowed && d.used == 7 && d.remaining == 3, "denied requests take nothing: {d:?}");
+        assert!(
+            !d.allowed && d.used == 7 && d.remaining == 3,
+            "denied requests take nothing: {d:?}"
+        );
         let d = l.acquire("w", 10, 60_000, 3).unwrap();
         assert!(d.allowed && d.used == 10 && d.remaining == 0);
         l.reset("w").unwrap();
@@ -94,14 +103,23 @@ fn peek_reports_without_consuming() {
     let clock = Arc::new(ManualClock::new(wall_ms()));
     for l in both(&clock, &server) {
         let empty = l.peek("p", 2, 1000).unwrap();
-        assert!(empty.allowed && empty.used == 0 && empty.remaining == 2 && empty.reset_after_ms == 0);
+        assert!(
+            empty.allowed && empty.used == 0 && empty.remaining == 2 && empty.reset_after_ms == 0
+        );
         l.acquire("p", 2, 1000, 2).unwrap();
         for _ in 0..3 {
             let d = l.peek("p", 2, 1000).unwrap();
-            assert!(!d.allowed && d.used == 2 && d.remaining == 0 && d.retry_after_ms == 1000, "{d:?}");
+            assert!(
+                !d.allowed && d.used == 2 && d.remaining == 0 && d.retry_after_ms == 1000,
+                "{d:?}"
+            );
         }
         l.reset("p").unwrap();
-        assert_eq!(l.peek("p", 2, 1000).unwrap().used, 0, "reset forgets the window");
+        assert_eq!(
+            l.peek("p", 2, 1000).unwrap().used,
+            0,
+            "reset forgets the window"
+        );
     }
 }
 
@@ -127,8 +145,14 @@ fn modes_name_the_deciding_path() {
     let redis = limiter(&server);
     let memory = Limiter::memory(Options::default()).unwrap();
     let rt = runtime();
-    assert_eq!(rt.block_on(redis.acquire("m", 1, 1000, 1)).unwrap().mode, Mode::Normal);
-    assert_eq!(rt.block_on(memory.acquire("m", 1, 1000, 1)).unwrap().mode, Mode::Memory);
+    assert_eq!(
+        rt.block_on(redis.acquire("m", 1, 1000, 1)).unwrap().mode,
+        Mode::Normal
+    );
+    assert_eq!(
+        rt.block_on(memory.acquire("m", 1, 1000, 1)).unwrap().mode,
+        Mode::Memory
+    );
     assert_eq!(Mode::Normal.as_str(), "normal");
 }
 
@@ -140,19 +164,33 @@ fn server_time_is_used_by_default() {
     let d = l.acquire("t", 1, 1000, 1).unwrap();
     let after = wall_ms();
     // Same host: Redis TIME and the wall clock agree to within the call.
-    assert!(d.now_ms + 5 >= before && d.now_ms <= after + 5, "{before} <= {} <= {after}", d.now_ms);
+    assert!(
+        d.now_ms + 5 >= before && d.now_ms <= after + 5,
+        "{before} <= {} <= {after}",
+        d.now_ms
+    );
 }
 
 #[test]
 fn client_clock_further_than_max_skew_is_refused_with_a_typed_error() {
     let server = server();
     let clock = Arc::new(ManualClock::new(wall_ms() + 2000));
-    let l = blocking_with(&server, Options { clock: Some(clock.clone()), max_clock_skew_ms: 1000, ..strict() });
+    let l = blocking_with(
+        &server,
+        Options {
+            clock: Some(clock.clone()),
+            max_clock_skew_ms: 1000,
+            ..strict()
+        },
+    );
     let e = l.acquire("skew", 10, 1000, 1).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::ClockSkew, "{e}");
     assert_eq!(dbsize(&server), 0, "a refused call writes nothing");
     clock.set(wall_ms() + 200);
-    assert!(l.acquire("skew", 10, 1000, 1).unwrap().allowed, "within the allowance it works");
+    assert!(
+        l.acquire("skew", 10, 1000, 1).unwrap().allowed,
+        "within the allowance it works"
+    );
 }
 
 #[test]
@@ -188,9 +226,16 @@ fn a_short_window_call_keeps_what_a_longer_window_on_the_key_counts() {
         // The 10 s rule still counts all six permits admitted within its span, so it is full.
         clock.set(t0 + 200);
         let d = l.acquire("mixed", 5, 10_000, 1).unwrap();
-        assert!(!d.allowed, "the short window's admission dropped the long window's history: {d:?}");
+        assert!(
+            !d.allowed,
+            "the short window's admission dropped the long window's history: {d:?}"
+        );
         assert_eq!(d.used, 6);
-        assert_eq!(d.retry_after_ms, 10_000 - 200 + 1, "two permits must leave: t0 and t0+1");
+        assert_eq!(
+            d.retry_after_ms,
+            10_000 - 200 + 1,
+            "two permits must leave: t0 and t0+1"
+        );
         l.reset("mixed").unwrap();
     }
 }
@@ -198,7 +243,9 @@ fn a_short_window_call_keeps_what_a_longer_window_on_the_key_counts() {
 /// Redis TTL in ms and the server's clock, read together.
 fn pttl_and_time(server: &rl_harness::RedisServer, key: &[u8]) -> (i64, u64) {
     let ttl = cmd(server, &[b"PTTL", key]).as_int().unwrap();
-    let rl_harness::RespValue::Array(t) = cmd(server, &[b"TIME"]) else { panic!("TIME") };
+    let rl_harness::RespValue::Array(t) = cmd(server, &[b"TIME"]) else {
+        panic!("TIME")
+    };
     let secs: u64 = t[0].as_str().unwrap().parse().unwrap();
     let micros: u64 = t[1].as_str().unwrap().parse().unwrap();
     (ttl, secs * 1000 + micros / 1000)
@@ -209,7 +256,14 @@ fn the_ttl_outlives_every_live_bucket_after_a_client_clock_ran_ahead() {
     let server = server();
     // A legacy caller's clock runs 50 s ahead of Redis, inside its 60 s allowance.
     let ahead = Arc::new(ManualClock::new(wall_ms() + 50_000));
-    let legacy = blocking_with(&server, Options { clock: Some(ahead.clone()), max_clock_skew_ms: 60_000, ..strict() });
+    let legacy = blocking_with(
+        &server,
+        Options {
+            clock: Some(ahead.clone()),
+            max_clock_skew_ms: 60_000,
+            ..strict()
+        },
+    );
     let native = blocking_with(&server, strict());
     assert!(legacy.acquire("ttl", 10, 1000, 1).unwrap().allowed);
     // A server-clock caller with a 200 s window admits into the same key; time never runs
@@ -239,15 +293,37 @@ fn a_repair_keeps_the_longest_window_and_never_shortens_the_ttl() {
     // An instance with a 1 s rule on the same key flushes 2 local permits.
     let mut marker = key.clone();
     marker.extend_from_slice(b":repair");
-    let pack = |v: &[u64]| v.iter().flat_map(|&x| (x as f64).to_be_bytes()).collect::<Vec<u8>>();
+    let pack = |v: &[u64]| {
+        v.iter()
+            .flat_map(|&x| (x as f64).to_be_bytes())
+            .collect::<Vec<u8>>()
+    };
     let (window, local) = (pack(&[1000, 2000]), pack(&[wall_ms(), 2]));
-    let args: Vec<&[u8]> =
-        vec![b"EVAL", REPAIR_LUA.as_bytes(), b"2", &key, &marker, b"rl-repair-1", b"b", &window, b"b:1", &local, b"", b""];
+    let args: Vec<&[u8]> = vec![
+        b"EVAL",
+        REPAIR_LUA.as_bytes(),
+        b"2",
+        &key,
+        &marker,
+        b"rl-repair-1",
+        b"b",
+        &window,
+        b"b:1",
+        &local,
+        b"",
+        b"",
+    ];
     cmd(&server, &args);
     let (ttl_after, _) = pttl_and_time(&server, &key);
-    assert!(ttl_after >= ttl_before - 1000, "the repair shortened the TTL from {ttl_before} to {ttl_after} ms");
+    assert!(
+        ttl_after >= ttl_before - 1000,
+        "the repair shortened the TTL from {ttl_before} to {ttl_after} ms"
+    );
     let d = l.peek("rep", 100, 600_000).unwrap();
-    assert_eq!(d.used, 7, "the 600 s rule still counts the 5 permits admitted at {t}: {d:?}");
+    assert_eq!(
+        d.used, 7,
+        "the 600 s rule still counts the 5 permits admitted at {t}: {d:?}"
+    );
 }
 
 /// `calls=` of one command in `INFO commandstats` (commands a script runs are counted too).

@@ -18,18 +18,36 @@ fn sentinel_failover_under_load_follows_the_new_primary_within_the_bound() {
     let rt = runtime();
     let (n, limit, window) = (4usize, 500u64, 1000u64);
     let url = trio.url();
-    let limiters: Vec<Limiter> = (0..n).map(|_| Limiter::open(Some(&url), Options::default()).unwrap()).collect();
+    let limiters: Vec<Limiter> = (0..n)
+        .map(|_| Limiter::open(Some(&url), Options::default()).unwrap())
+        .collect();
     rt.block_on(async {
         for l in &limiters {
-            assert_eq!(l.acquire("warm-up", 1000, 1000, 1).await.unwrap().mode, Mode::Normal);
+            assert_eq!(
+                l.acquire("warm-up", 1000, 1000, 1).await.unwrap().mode,
+                Mode::Normal
+            );
         }
     });
-    wait_until("every instance sees 4 live instances", Duration::from_secs(5), || limiters.iter().all(|l| l.stats().instances == n as u64));
+    wait_until(
+        "every instance sees 4 live instances",
+        Duration::from_secs(5),
+        || limiters.iter().all(|l| l.stats().instances == n as u64),
+    );
     let replica_port = trio.replica().port();
 
     let (records, killed, promoted) = std::thread::scope(|s| {
         // 2x the limit: 4 instances x 250/s against 500/s.
-        let load = s.spawn(|| rt.block_on(drive(&limiters, "failover", limit, window, 250, Duration::from_secs(8))));
+        let load = s.spawn(|| {
+            rt.block_on(drive(
+                &limiters,
+                "failover",
+                limit,
+                window,
+                250,
+                Duration::from_secs(8),
+            ))
+        });
         std::thread::sleep(Duration::from_secs(2));
         let killed = Instant::now();
         trio.kill_primary().unwrap();
@@ -41,7 +59,11 @@ fn sentinel_failover_under_load_follows_the_new_primary_within_the_bound() {
 
     let run = check_failover_run(&limiters, &records, killed, promoted, limit, window);
     let key = limiters[0].redis_key("failover");
-    assert_eq!(trio.replica().command(&[b"EXISTS", &key]).unwrap().as_int(), Some(1), "the window lives on the promoted replica");
+    assert_eq!(
+        trio.replica().command(&[b"EXISTS", &key]).unwrap().as_int(),
+        Some(1),
+        "the window lives on the promoted replica"
+    );
     println!(
         "REPORT Sentinel failover (SIGKILL primary), 4 instances x 250/s, limit {limit}/{window} ms: fell back {} ms after the kill; \
          Sentinel promoted the replica {} ms after the kill; back to normal on it {} ms after the promotion; slowest call {} ms; \
@@ -72,12 +94,28 @@ struct FailoverRun {
     repaired: u64,
 }
 
-fn check_failover_run(limiters: &[Limiter], records: &[Record], killed: Instant, promoted: Instant, limit: u64, window: u64) -> FailoverRun {
-    assert!(records.iter().all(|r| r.result.is_ok()), "a call failed: {:?}", records.iter().find(|r| r.result.is_err()));
+fn check_failover_run(
+    limiters: &[Limiter],
+    records: &[Record],
+    killed: Instant,
+    promoted: Instant,
+    limit: u64,
+    window: u64,
+) -> FailoverRun {
+    assert!(
+        records.iter().all(|r| r.result.is_ok()),
+        "a call failed: {:?}",
+        records.iter().find(|r| r.result.is_err())
+    );
     let timeout = Options::default().request_timeout;
     let slowest = records.iter().map(|r| r.latency).max().unwrap();
     assert!(slowest <= timeout, "a call waited {slowest:?}");
-    let first_local = records.iter().filter(|r| r.mode() == Some(Mode::Local)).map(|r| r.done()).min().expect("never went local");
+    let first_local = records
+        .iter()
+        .filter(|r| r.mode() == Some(Mode::Local))
+        .map(|r| r.done())
+        .min()
+        .expect("never went local");
     let back = records
         .iter()
         .filter(|r| r.started > promoted && r.mode() == Some(Mode::Normal))
@@ -85,7 +123,10 @@ fn check_failover_run(limiters: &[Limiter], records: &[Record], killed: Instant,
         .min()
         .expect("never returned to normal on the new primary");
     let tail: Vec<_> = records.iter().rev().take(200).collect();
-    assert!(tail.iter().all(|r| r.mode() == Some(Mode::Normal)), "the last decisions were not all made by the new primary");
+    assert!(
+        tail.iter().all(|r| r.mode() == Some(Mode::Normal)),
+        "the last decisions were not all made by the new primary"
+    );
     for l in limiters {
         let s = l.stats();
         assert_eq!(s.mode, Mode::Normal, "{s:?}");
@@ -94,7 +135,10 @@ fn check_failover_run(limiters: &[Limiter], records: &[Record], killed: Instant,
     let admitted: Vec<_> = records.iter().filter_map(|r| r.admitted()).collect();
     let max = max_in_any_window(&admitted, window);
     let bound = limit + limit / limiters.len() as u64;
-    assert!(max <= bound, "{max} admitted in one window; bound limit x (1 + 1/instances) = {bound}");
+    assert!(
+        max <= bound,
+        "{max} admitted in one window; bound limit x (1 + 1/instances) = {bound}"
+    );
     FailoverRun {
         fell_back_ms: first_local.saturating_duration_since(killed).as_millis(),
         promoted_ms: (promoted - killed).as_millis(),
@@ -115,7 +159,14 @@ impl FailoverRun {
 #[test]
 fn cluster_spreads_keys_over_every_master() {
     let cluster = Cluster::start().unwrap();
-    let l = rl_core::blocking::Limiter::open(Some(&cluster.url()), Options { local_fallback: false, ..Options::default() }).unwrap();
+    let l = rl_core::blocking::Limiter::open(
+        Some(&cluster.url()),
+        Options {
+            local_fallback: false,
+            ..Options::default()
+        },
+    )
+    .unwrap();
     let mut per_node = [0usize; 3];
     for i in 0..300 {
         let key = format!("spread-{i}");
@@ -123,10 +174,20 @@ fn cluster_spreads_keys_over_every_master() {
         assert!(d.allowed && d.mode == Mode::Normal && d.used == 1);
         let rk = l.redis_key(&key);
         let owner = cluster.key_owner(&rk).unwrap();
-        assert_eq!(cluster.nodes()[owner].command(&[b"EXISTS", &rk]).unwrap().as_int(), Some(1), "{key} not on its slot's owner");
+        assert_eq!(
+            cluster.nodes()[owner]
+                .command(&[b"EXISTS", &rk])
+                .unwrap()
+                .as_int(),
+            Some(1),
+            "{key} not on its slot's owner"
+        );
         per_node[owner] += 1;
     }
-    assert!(per_node.iter().all(|&c| c > 50), "keys per master: {per_node:?}");
+    assert!(
+        per_node.iter().all(|&c| c > 50),
+        "keys per master: {per_node:?}"
+    );
     assert_eq!(l.stats().topology, "cluster");
 }
 
@@ -139,7 +200,9 @@ fn cluster_slot_migration_under_load_makes_no_wrong_decision() {
     let url = cluster.url();
     // Without the fallback: this test is about routing during a migration, and every decision
     // must come from Redis (an error would fail it).
-    let limiters: Vec<Limiter> = (0..n).map(|_| Limiter::open(Some(&url), strict()).unwrap()).collect();
+    let limiters: Vec<Limiter> = (0..n)
+        .map(|_| Limiter::open(Some(&url), strict()).unwrap())
+        .collect();
     let key = limiters[0].redis_key("hot");
     let slot = key_slot(&key);
     let from = cluster.slot_owner(slot).unwrap();
@@ -148,22 +211,48 @@ fn cluster_slot_migration_under_load_makes_no_wrong_decision() {
     // somewhere in the middle of it.
     for i in 0..300 {
         let filler = format!("filler{{hot}}:{i}");
-        cluster.nodes()[from].command(&[b"SET", filler.as_bytes(), b"x"]).unwrap();
+        cluster.nodes()[from]
+            .command(&[b"SET", filler.as_bytes(), b"x"])
+            .unwrap();
     }
     let (records, migrated) = std::thread::scope(|s| {
-        let load = s.spawn(|| rt.block_on(drive(&limiters, "hot", limit, window, 200, Duration::from_secs(5))));
+        let load = s.spawn(|| {
+            rt.block_on(drive(
+                &limiters,
+                "hot",
+                limit,
+                window,
+                200,
+                Duration::from_secs(5),
+            ))
+        });
         std::thread::sleep(Duration::from_millis(1500));
         let started = Instant::now();
-        cluster.migrate_slot_slowly(slot, to, Duration::from_millis(40), 10).unwrap();
+        cluster
+            .migrate_slot_slowly(slot, to, Duration::from_millis(40), 10)
+            .unwrap();
         let migrated = started.elapsed();
         (load.join().unwrap(), migrated)
     });
     assert_eq!(cluster.slot_owner(slot).unwrap(), to);
-    assert_eq!(cluster.nodes()[to].command(&[b"EXISTS", &key]).unwrap().as_int(), Some(1));
-    assert!(records.iter().all(|r| r.mode() == Some(Mode::Normal)), "{}", per_mode(&records));
+    assert_eq!(
+        cluster.nodes()[to]
+            .command(&[b"EXISTS", &key])
+            .unwrap()
+            .as_int(),
+        Some(1)
+    );
+    assert!(
+        records.iter().all(|r| r.mode() == Some(Mode::Normal)),
+        "{}",
+        per_mode(&records)
+    );
     let admitted: Vec<_> = records.iter().filter_map(|r| r.admitted()).collect();
     let max = max_in_any_window(&admitted, window);
-    assert_eq!(max, limit, "max admitted in any window during the migration");
+    assert_eq!(
+        max, limit,
+        "max admitted in any window during the migration"
+    );
     println!(
         "REPORT Cluster slot migration ({} ms, 300 other keys, 10 per MIGRATE) under 4 instances x 200/s, limit {limit}/{window} ms: \
          decisions {}; max admitted in any window {max} (exactly the limit)",
@@ -179,13 +268,22 @@ fn cluster_failover_under_load_follows_the_promoted_replica_within_the_bound() {
     let rt = runtime();
     let (n, limit, window) = (4usize, 500u64, 1000u64);
     let url = cluster.url();
-    let limiters: Vec<Limiter> = (0..n).map(|_| Limiter::open(Some(&url), Options::default()).unwrap()).collect();
+    let limiters: Vec<Limiter> = (0..n)
+        .map(|_| Limiter::open(Some(&url), Options::default()).unwrap())
+        .collect();
     rt.block_on(async {
         for l in &limiters {
-            assert_eq!(l.acquire("warm-up", 1000, 1000, 1).await.unwrap().mode, Mode::Normal);
+            assert_eq!(
+                l.acquire("warm-up", 1000, 1000, 1).await.unwrap().mode,
+                Mode::Normal
+            );
         }
     });
-    wait_until("every instance sees 4 live instances", Duration::from_secs(5), || limiters.iter().all(|l| l.stats().instances == n as u64));
+    wait_until(
+        "every instance sees 4 live instances",
+        Duration::from_secs(5),
+        || limiters.iter().all(|l| l.stats().instances == n as u64),
+    );
     let key = limiters[0].redis_key("failover");
     let slot = key_slot(&key);
     let master = cluster.slot_owner(slot).unwrap();
@@ -193,18 +291,39 @@ fn cluster_failover_under_load_follows_the_promoted_replica_within_the_bound() {
 
     let (records, killed, promoted) = std::thread::scope(|s| {
         // 2x the limit: 4 instances x 250/s against 500/s.
-        let load = s.spawn(|| rt.block_on(drive(&limiters, "failover", limit, window, 250, Duration::from_secs(9))));
+        let load = s.spawn(|| {
+            rt.block_on(drive(
+                &limiters,
+                "failover",
+                limit,
+                window,
+                250,
+                Duration::from_secs(9),
+            ))
+        });
         std::thread::sleep(Duration::from_secs(2));
         let killed = Instant::now();
         cluster.nodes_mut()[master].kill().unwrap();
-        let owner = cluster.wait_for_failover(slot, master, Duration::from_secs(20)).unwrap();
+        let owner = cluster
+            .wait_for_failover(slot, master, Duration::from_secs(20))
+            .unwrap();
         let promoted = Instant::now();
-        assert_eq!(owner, replica, "the slot went to the killed master's replica");
+        assert_eq!(
+            owner, replica,
+            "the slot went to the killed master's replica"
+        );
         (load.join().unwrap(), killed, promoted)
     });
 
     let run = check_failover_run(&limiters, &records, killed, promoted, limit, window);
-    assert_eq!(cluster.nodes()[replica].command(&[b"EXISTS", &key]).unwrap().as_int(), Some(1), "the window lives on the promoted replica");
+    assert_eq!(
+        cluster.nodes()[replica]
+            .command(&[b"EXISTS", &key])
+            .unwrap()
+            .as_int(),
+        Some(1),
+        "the window lives on the promoted replica"
+    );
     println!(
         "REPORT Cluster failover (SIGKILL the key's master; 3 masters + 3 replicas, node timeout 1 s), 4 instances x 250/s, \
          limit {limit}/{window} ms: fell back {} ms after the kill; the replica took over {} ms after the kill; back to normal \
@@ -229,36 +348,66 @@ fn cluster_failover_under_load_follows_the_promoted_replica_within_the_bound() {
 fn a_cluster_failover_that_lost_writes_is_repaired_from_what_this_instance_saw() {
     let _heavy = heavy();
     let mut cluster = Cluster::start_with_replicas(rl_harness::ServerOptions::default()).unwrap();
-    let l = rl_core::blocking::Limiter::open(Some(&cluster.url()), Options { instances: Some(1), ..Options::default() }).unwrap();
+    let l = rl_core::blocking::Limiter::open(
+        Some(&cluster.url()),
+        Options {
+            instances: Some(1),
+            ..Options::default()
+        },
+    )
+    .unwrap();
     let key = l.redis_key("lost");
     let master = cluster.key_owner(&key).unwrap();
     let replica = cluster.replica_of(master).unwrap();
-    assert_eq!(l.acquire("warm-up", 100, 60_000, 1).unwrap().mode, Mode::Normal);
+    assert_eq!(
+        l.acquire("warm-up", 100, 60_000, 1).unwrap().mode,
+        Mode::Normal
+    );
     // The first look at the primaries (after the first heartbeat) must be over before the
     // failover, or there is nothing to compare the promoted replica with.
     let fleet = cluster.key_owner(b"rl:instances").unwrap();
-    wait_for_a_later_heartbeat(&cluster.nodes()[fleet], b"rl:instances", Duration::from_secs(5));
+    wait_for_a_later_heartbeat(
+        &cluster.nodes()[fleet],
+        b"rl:instances",
+        Duration::from_secs(5),
+    );
 
     cluster.nodes_mut()[replica].freeze().unwrap();
-    let killed_links = cluster.nodes()[master].command(&[b"CLIENT", b"KILL", b"TYPE", b"replica"]).unwrap();
-    assert_eq!(killed_links.as_int(), Some(1), "the master had one replica link");
+    let killed_links = cluster.nodes()[master]
+        .command(&[b"CLIENT", b"KILL", b"TYPE", b"replica"])
+        .unwrap();
+    assert_eq!(
+        killed_links.as_int(),
+        Some(1),
+        "the master had one replica link"
+    );
     for i in 1..=30 {
         let d = l.acquire("lost", 100, 60_000, 1).unwrap();
         assert_eq!((d.mode, d.used), (Mode::Normal, i));
     }
     cluster.nodes_mut()[master].kill().unwrap();
     cluster.nodes_mut()[replica].thaw().unwrap();
-    let owner = cluster.wait_for_failover(key_slot(&key), master, Duration::from_secs(20)).unwrap();
+    let owner = cluster
+        .wait_for_failover(key_slot(&key), master, Duration::from_secs(20))
+        .unwrap();
     assert_eq!(owner, replica);
 
     let _ = l.acquire("lost", 100, 60_000, 1).unwrap();
-    wait_until("a new primary was seen and repaired", Duration::from_secs(6), || {
-        let s = l.stats();
-        s.failovers == 1 && s.mode == Mode::Normal && s.repairs >= 1
-    });
+    wait_until(
+        "a new primary was seen and repaired",
+        Duration::from_secs(6),
+        || {
+            let s = l.stats();
+            s.failovers == 1 && s.mode == Mode::Normal && s.repairs >= 1
+        },
+    );
     let fresh = rl_core::blocking::Limiter::open(Some(&cluster.url()), strict()).unwrap();
     let used = fresh.peek("lost", 100, 60_000).unwrap().used;
-    assert!(used >= 30, "the promoted replica holds the 30 permits its master admitted before dying: {used} ({:?})", l.stats());
+    assert!(
+        used >= 30,
+        "the promoted replica holds the 30 permits its master admitted before dying: {used} ({:?})",
+        l.stats()
+    );
     assert!(used <= 31, "and no more than what was admitted: {used}");
     // The warm-up key was replicated before the cut: a repair finds it present and adds nothing.
     let warm = fresh.peek("warm-up", 100, 60_000).unwrap().used;
@@ -268,19 +417,25 @@ fn a_cluster_failover_that_lost_writes_is_repaired_from_what_this_instance_saw()
 
 /// An ACL user that may do anything; the harness's own admin connections stay on `default`.
 fn acl_user() -> rl_harness::ServerOptions {
-    rl_harness::ServerOptions::default().args(["--user", "app", "on", ">s3cret", "~*", "&*", "+@all"])
+    rl_harness::ServerOptions::default()
+        .args(["--user", "app", "on", ">s3cret", "~*", "&*", "+@all"])
 }
 
 /// Connections on `server` authenticated as `user`, from `CLIENT LIST`.
 fn clients_as(server: &rl_harness::RedisServer, user: &str) -> usize {
     let user = format!("user={user}");
-    client_list(server).iter().filter(|c| c.contains(&user)).count()
+    client_list(server)
+        .iter()
+        .filter(|c| c.contains(&user))
+        .count()
 }
 
 #[test]
 fn an_acl_user_from_the_url_authenticates_on_every_cluster_node() {
     let cluster = Cluster::start_with(acl_user()).unwrap();
-    let url = cluster.url().replace("redis+cluster://", "redis+cluster://app:s3cret@");
+    let url = cluster
+        .url()
+        .replace("redis+cluster://", "redis+cluster://app:s3cret@");
     let l = rl_core::blocking::Limiter::open(Some(&url), Options::default()).unwrap();
     let mut per_node = [0usize; 3];
     for i in 0..60 {
@@ -289,44 +444,78 @@ fn an_acl_user_from_the_url_authenticates_on_every_cluster_node() {
         assert_eq!((d.mode, d.used), (Mode::Normal, 1), "{key}");
         per_node[cluster.key_owner(&l.redis_key(&key)).unwrap()] += 1;
     }
-    assert!(per_node.iter().all(|&c| c > 0), "keys on every master: {per_node:?}");
+    assert!(
+        per_node.iter().all(|&c| c > 0),
+        "keys on every master: {per_node:?}"
+    );
     for node in cluster.nodes() {
-        assert!(clients_as(node, "app") >= 1, "no connection as `app` on port {}", node.port());
+        assert!(
+            clients_as(node, "app") >= 1,
+            "no connection as `app` on port {}",
+            node.port()
+        );
     }
     // The background task's calls (heartbeat, CLUSTER SLOTS, INFO per master) use the same user.
-    wait_until("a heartbeat", Duration::from_secs(3), || l.stats().instances == 1);
+    wait_until("a heartbeat", Duration::from_secs(3), || {
+        l.stats().instances == 1
+    });
 
-    let wrong = cluster.url().replace("redis+cluster://", "redis+cluster://app:wrong@");
+    let wrong = cluster
+        .url()
+        .replace("redis+cluster://", "redis+cluster://app:wrong@");
     let started = Instant::now();
     // With the fallback on (the default): a wrong password is not an outage to decide through.
     let e = rl_core::blocking::Limiter::open(Some(&wrong), Options::default())
         .and_then(|l| l.acquire("acl-0", 10, 60_000, 1))
         .unwrap_err();
-    assert!(started.elapsed() <= Options::default().request_timeout + Duration::from_millis(500), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() <= Options::default().request_timeout + Duration::from_millis(500),
+        "{:?}",
+        started.elapsed()
+    );
     // A configuration error for the caller, as on a standalone server: not "unavailable", so the
     // fallback would not hide it.
     assert_eq!(e.kind(), ErrorKind::Backend, "{e}");
-    assert!(e.to_string().contains("authentication failed"), "names the auth failure: {e}");
+    assert!(
+        e.to_string().contains("authentication failed"),
+        "names the auth failure: {e}"
+    );
 }
 
 #[test]
 fn an_acl_user_from_the_url_authenticates_on_the_sentinels_primary() {
     let trio = SentinelTrio::start_with(acl_user()).unwrap();
-    let url = trio.url().replace("redis+sentinel://", "redis+sentinel://app:s3cret@");
+    let url = trio
+        .url()
+        .replace("redis+sentinel://", "redis+sentinel://app:s3cret@");
     let l = rl_core::blocking::Limiter::open(Some(&url), Options::default()).unwrap();
     for i in 1..=3 {
         let d = l.acquire("acl", 10, 60_000, 1).unwrap();
         assert_eq!((d.mode, d.used), (Mode::Normal, i));
     }
-    assert!(clients_as(trio.primary(), "app") >= 1, "no connection as `app` on the primary");
-    assert_eq!(trio.primary().command(&[b"EXISTS", &l.redis_key("acl")]).unwrap().as_int(), Some(1));
+    assert!(
+        clients_as(trio.primary(), "app") >= 1,
+        "no connection as `app` on the primary"
+    );
+    assert_eq!(
+        trio.primary()
+            .command(&[b"EXISTS", &l.redis_key("acl")])
+            .unwrap()
+            .as_int(),
+        Some(1)
+    );
 
-    let wrong = trio.url().replace("redis+sentinel://", "redis+sentinel://app:wrong@");
+    let wrong = trio
+        .url()
+        .replace("redis+sentinel://", "redis+sentinel://app:wrong@");
     let e = rl_core::blocking::Limiter::open(Some(&wrong), strict())
         .and_then(|l| l.acquire("acl", 10, 60_000, 1))
         .unwrap_err();
     // A configuration error for the caller, as on a standalone server: not "unavailable", so the
     // fallback would not hide it.
     assert_eq!(e.kind(), ErrorKind::Backend, "{e}");
-    assert!(e.to_string().contains("authentication failed"), "names the auth failure: {e}");
+    assert!(
+        e.to_string().contains("authentication failed"),
+        "names the auth failure: {e}"
+    );
 }

@@ -24,7 +24,10 @@ pub(crate) enum Conn {
 }
 
 impl ConnectionLike for Conn {
-    fn req_packed_command<'a>(&'a mut self, cmd: &'a redis::Cmd) -> redis::RedisFuture<'a, redis::Value> {
+    fn req_packed_command<'a>(
+        &'a mut self,
+        cmd: &'a redis::Cmd,
+    ) -> redis::RedisFuture<'a, redis::Value> {
         match self {
             Conn::Single(c) => c.req_packed_command(cmd),
             Conn::Cluster(c) => c.req_packed_command(cmd),
@@ -69,7 +72,11 @@ pub(crate) struct Connector {
 
 impl Connector {
     pub(crate) fn new(topology: Topology, config: ConnectionManagerConfig) -> Self {
-        Connector { topology, config, slot: ForkLocal::default() }
+        Connector {
+            topology,
+            config,
+            slot: ForkLocal::default(),
+        }
     }
 
     /// The current connection, made on first use. Standalone connects lazily in the background;
@@ -84,14 +91,24 @@ impl Connector {
             return Ok(c.clone());
         }
         let conn = match &self.topology {
-            Topology::Standalone(client) => Conn::Single(ConnectionManager::new_lazy_with_config(client.clone(), self.config.clone())?),
+            Topology::Standalone(client) => Conn::Single(ConnectionManager::new_lazy_with_config(
+                client.clone(),
+                self.config.clone(),
+            )?),
             Topology::Sentinel(spec) => {
                 if sentinel.is_none() {
                     *sentinel = Some(spec.client()?);
                 }
-                let client = sentinel.as_mut().expect("just set").async_get_client().await?;
+                let client = sentinel
+                    .as_mut()
+                    .expect("just set")
+                    .async_get_client()
+                    .await?;
                 tracing::debug!(primary = ?client.get_connection_info().addr(), "rl: Sentinel named the primary");
-                Conn::Single(ConnectionManager::new_lazy_with_config(client, self.config.clone())?)
+                Conn::Single(ConnectionManager::new_lazy_with_config(
+                    client,
+                    self.config.clone(),
+                )?)
             }
             Topology::Cluster(cluster) => Conn::Cluster(cluster.get_async_connection().await?),
         };
@@ -106,7 +123,12 @@ impl Connector {
         if !matches!(self.topology, Topology::Sentinel(_)) {
             return;
         }
-        let mut conn = self.slot.get().conn.lock().unwrap_or_else(|p| p.into_inner());
+        let mut conn = self
+            .slot
+            .get()
+            .conn
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         if conn.as_ref().map(|c| c.0) == Some(id) {
             *conn = None;
         }

@@ -72,7 +72,10 @@ impl std::fmt::Debug for MemoryBackend {
 
 impl MemoryBackend {
     pub(crate) fn new(clock: Arc<dyn Clock>) -> Self {
-        MemoryBackend { shards: ForkLocal::new(), clock }
+        MemoryBackend {
+            shards: ForkLocal::new(),
+            clock,
+        }
     }
 
     fn shard(&self, key: &[u8]) -> std::sync::MutexGuard<'_, Shard> {
@@ -81,7 +84,9 @@ impl MemoryBackend {
         let i = (h.finish() as usize) % SHARDS;
         // A panic while holding a shard cannot leave a window half-updated in a way that matters
         // more than refusing service forever, so a poisoned lock is taken over.
-        self.shards.get().0[i].lock().unwrap_or_else(|p| p.into_inner())
+        self.shards.get().0[i]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
     }
 
     pub(crate) fn decide(&self, req: &Request<'_>) -> Verdict {
@@ -124,7 +129,11 @@ fn decide(w: &mut Window, now: u64, req: &Request<'_>) -> (Verdict, bool) {
         Some((t, _)) if t > now => t,
         _ => now,
     };
-    let longest = if newest.is_some() { w.longest.max(window) } else { window };
+    let longest = if newest.is_some() {
+        w.longest.max(window)
+    } else {
+        window
+    };
     // Signed: early in a manual clock's life `now - window` is below zero.
     let edge = now as i64 - window as i64;
     let keep_edge = now as i64 - longest as i64;
@@ -134,10 +143,30 @@ fn decide(w: &mut Window, now: u64, req: &Request<'_>) -> (Verdict, bool) {
         if !req.consume {
             // Like the script, a peek writes nothing.
             let keep = !w.buckets.is_empty();
-            return (Verdict { allowed: true, used: 0, retry_after_ms: 0, reset_after_ms: 0, now_ms: now }, keep);
+            return (
+                Verdict {
+                    allowed: true,
+                    used: 0,
+                    retry_after_ms: 0,
+                    reset_after_ms: 0,
+                    now_ms: now,
+                },
+                keep,
+            );
         }
-        *w = Window { buckets: VecDeque::from([(now, req.cost)]), base: 0, longest: window, expires_at_ms: now + window + TTL_SLACK_MS };
-        let v = Verdict { allowed: true, used: req.cost, retry_after_ms: 0, reset_after_ms: window, now_ms: now };
+        *w = Window {
+            buckets: VecDeque::from([(now, req.cost)]),
+            base: 0,
+            longest: window,
+            expires_at_ms: now + window + TTL_SLACK_MS,
+        };
+        let v = Verdict {
+            allowed: true,
+            used: req.cost,
+            retry_after_ms: 0,
+            reset_after_ms: window,
+            now_ms: now,
+        };
         return (v, true);
     };
     // A call on a live window records its window, as the script does.
@@ -153,12 +182,32 @@ fn decide(w: &mut Window, now: u64, req: &Request<'_>) -> (Verdict, bool) {
     if used + req.cost > req.limit {
         // The bucket whose leaving frees enough: cost <= limit, so the live buckets hold it.
         let need = used + req.cost - req.limit;
-        let j = w.buckets.partition_point(|&(t, c)| t as i64 <= edge || between(c, total_e) < need);
+        let j = w
+            .buckets
+            .partition_point(|&(t, c)| t as i64 <= edge || between(c, total_e) < need);
         let retry_after_ms = w.buckets[j].0 + window - now;
-        return (Verdict { allowed: false, used, retry_after_ms, reset_after_ms, now_ms: now }, true);
+        return (
+            Verdict {
+                allowed: false,
+                used,
+                retry_after_ms,
+                reset_after_ms,
+                now_ms: now,
+            },
+            true,
+        );
     }
     if !req.consume {
-        return (Verdict { allowed: true, used, retry_after_ms: 0, reset_after_ms, now_ms: now }, true);
+        return (
+            Verdict {
+                allowed: true,
+                used,
+                retry_after_ms: 0,
+                reset_after_ms,
+                now_ms: now,
+            },
+            true,
+        );
     }
     // Like the script, only an admission drops what left the longest window, then adds itself.
     let mut cut = w.buckets.partition_point(|&(t, _)| t as i64 <= keep_edge);
@@ -175,5 +224,14 @@ fn decide(w: &mut Window, now: u64, req: &Request<'_>) -> (Verdict, bool) {
         _ => w.buckets.push_back((now, total)),
     }
     w.expires_at_ms = now + w.longest + TTL_SLACK_MS;
-    (Verdict { allowed: true, used: used + req.cost, retry_after_ms: 0, reset_after_ms: window, now_ms: now }, true)
+    (
+        Verdict {
+            allowed: true,
+            used: used + req.cost,
+            retry_after_ms: 0,
+            reset_after_ms: window,
+            now_ms: now,
+        },
+        true,
+    )
 }

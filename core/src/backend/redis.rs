@@ -40,7 +40,9 @@ struct Shared {
 
 impl std::fmt::Debug for RedisBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisBackend").field("topology", &self.shared.connector.topology.name()).finish_non_exhaustive()
+        f.debug_struct("RedisBackend")
+            .field("topology", &self.shared.connector.topology.name())
+            .finish_non_exhaustive()
     }
 }
 
@@ -84,7 +86,12 @@ impl RedisBackend {
     /// Takes `req`'s place for `redis_key`: its own call, or a place behind the call in flight.
     /// A full queue is `BackendUnavailable` for this request alone; nothing was sent.
     pub(crate) fn join(&self, req: &Request<'_>, redis_key: &[u8]) -> Result<Ticket> {
-        let op = Op { consume: req.consume, window_ms: req.window_ms, limit: req.limit, cost: req.cost };
+        let op = Op {
+            consume: req.consume,
+            window_ms: req.window_ms,
+            limit: req.limit,
+            cost: req.cost,
+        };
         match self.shared.queues.join(redis_key, op) {
             Some(Turn::Lead(op)) => Ok(Ticket::Lead(Lead { shared: self.shared.clone(), key: redis_key.into(), op, call: Call::NotSent })),
             Some(Turn::Follow(rx)) => Ok(Ticket::Follow(rx)),
@@ -110,7 +117,10 @@ impl RedisBackend {
         self.shared
             .bounded("reset", async {
                 let (id, mut conn) = self.shared.connector.get().await?;
-                let r = redis::cmd("DEL").arg(redis_key).query_async::<()>(&mut conn).await;
+                let r = redis::cmd("DEL")
+                    .arg(redis_key)
+                    .query_async::<()>(&mut conn)
+                    .await;
                 self.shared.check(id, r)
             })
             .await
@@ -127,11 +137,21 @@ impl RedisBackend {
     }
 
     /// This instance's heartbeat (also the recovery probe): the live instance count and server time.
-    pub(crate) async fn heartbeat(&self, fleet_key: &[u8], instance: &str, live_ms: u64) -> Result<(u64, u64)> {
+    pub(crate) async fn heartbeat(
+        &self,
+        fleet_key: &[u8],
+        instance: &str,
+        live_ms: u64,
+    ) -> Result<(u64, u64)> {
         self.shared
             .bounded("heartbeat", async {
                 let (id, mut conn) = self.shared.connector.get().await?;
-                let r = HEARTBEAT.key(fleet_key).arg(instance).arg(live_ms).invoke_async::<(u64, u64)>(&mut conn).await;
+                let r = HEARTBEAT
+                    .key(fleet_key)
+                    .arg(instance)
+                    .arg(live_ms)
+                    .invoke_async::<(u64, u64)>(&mut conn)
+                    .await;
                 self.shared.check(id, r)
             })
             .await
@@ -147,38 +167,64 @@ impl RedisBackend {
             .bounded("INFO server", async {
                 let (id, mut conn) = self.shared.connector.get().await?;
                 let Conn::Cluster(cluster) = &mut conn else {
-                    let r = redis::cmd("INFO").arg("server").query_async::<String>(&mut conn).await;
-                    return Ok(run_id(&self.shared.check(id, r)?).map(Primary::everything).into_iter().collect());
+                    let r = redis::cmd("INFO")
+                        .arg("server")
+                        .query_async::<String>(&mut conn)
+                        .await;
+                    return Ok(run_id(&self.shared.check(id, r)?)
+                        .map(Primary::everything)
+                        .into_iter()
+                        .collect());
                 };
-                let r = redis::cmd("CLUSTER").arg("SLOTS").query_async::<Vec<Vec<redis::Value>>>(cluster).await;
+                let r = redis::cmd("CLUSTER")
+                    .arg("SLOTS")
+                    .query_async::<Vec<Vec<redis::Value>>>(cluster)
+                    .await;
                 let ranges = self.shared.check(id, r)?;
                 let mut masters: Vec<((String, u16), Option<String>)> = Vec::new();
                 let mut out = Vec::new();
                 for range in &ranges {
-                    let Some((first, last, addr)) = slot_range(range) else { continue };
+                    let Some((first, last, addr)) = slot_range(range) else {
+                        continue;
+                    };
                     let i = match masters.iter().position(|(a, _)| *a == addr) {
                         Some(i) => i,
                         None => {
-                            let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host: addr.0.clone(), port: addr.1 });
+                            let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress {
+                                host: addr.0.clone(),
+                                port: addr.1,
+                            });
                             // A frozen master must not hold up the others' answers (nor the
                             // recovery that waits for this map): it gets half the budget.
-                            let info = cluster.route_command(redis::cmd("INFO").arg("server").clone(), route);
-                            let info = match tokio::time::timeout(self.shared.request_timeout / 2, info).await {
-                                Ok(Ok(v)) => Some(v),
-                                Ok(Err(e)) => match Error::from(e) {
-                                    // Refused (no `INFO` permission): no master can be told apart.
-                                    e if e.kind() != ErrorKind::BackendUnavailable => return Err(e),
-                                    _ => None,
-                                },
-                                Err(_) => None,
-                            };
-                            let run = info.and_then(|v| redis::from_redis_value::<String>(v).ok()).and_then(|s| run_id(&s));
+                            let info = cluster
+                                .route_command(redis::cmd("INFO").arg("server").clone(), route);
+                            let info =
+                                match tokio::time::timeout(self.shared.request_timeout / 2, info)
+                                    .await
+                                {
+                                    Ok(Ok(v)) => Some(v),
+                                    Ok(Err(e)) => match Error::from(e) {
+                                        // Refused (no `INFO` permission): no master can be told apart.
+                                        e if e.kind() != ErrorKind::BackendUnavailable => {
+                                            return Err(e)
+                                        }
+                                        _ => None,
+                                    },
+                                    Err(_) => None,
+                                };
+                            let run = info
+                                .and_then(|v| redis::from_redis_value::<String>(v).ok())
+                                .and_then(|s| run_id(&s));
                             masters.push((addr, run));
                             masters.len() - 1
                         }
                     };
                     if let Some(run_id) = &masters[i].1 {
-                        out.push(Primary { first, last, run_id: run_id.clone() });
+                        out.push(Primary {
+                            first,
+                            last,
+                            run_id: run_id.clone(),
+                        });
                     }
                 }
                 Ok(out)
@@ -188,8 +234,15 @@ impl RedisBackend {
 
     /// Writes admitted permits back into `redis_key`'s window (`lua/repair.lua`); returns the
     /// permits added by the local part and by the failover part.
-    pub(crate) async fn repair(&self, redis_key: &[u8], marker_key: &[u8], c: &RepairCall<'_>) -> Result<(u64, u64)> {
-        let pairs = |v: &[(u64, u64)]| crate::script::pack(&v.iter().flat_map(|&(t, n)| [t, n]).collect::<Vec<_>>());
+    pub(crate) async fn repair(
+        &self,
+        redis_key: &[u8],
+        marker_key: &[u8],
+        c: &RepairCall<'_>,
+    ) -> Result<(u64, u64)> {
+        let pairs = |v: &[(u64, u64)]| {
+            crate::script::pack(&v.iter().flat_map(|&(t, n)| [t, n]).collect::<Vec<_>>())
+        };
         self.shared
             .bounded("repair", async {
                 let (id, mut conn) = self.shared.connector.get().await?;
@@ -247,9 +300,14 @@ impl Future for Lead {
         if let Call::NotSent = self.call {
             let (shared, key, op) = (self.shared.clone(), self.key.clone(), self.op);
             let deadline = tokio::time::Instant::now() + shared.request_timeout;
-            self.call = Call::InFlight(Box::pin(async move { shared.call(&key, &[op]).await }), deadline);
+            self.call = Call::InFlight(
+                Box::pin(async move { shared.call(&key, &[op]).await }),
+                deadline,
+            );
         }
-        let Call::InFlight(call, _) = &mut self.call else { return Poll::Pending };
+        let Call::InFlight(call, _) = &mut self.call else {
+            return Poll::Pending;
+        };
         let r = std::task::ready!(call.as_mut().poll(cx));
         self.call = Call::Done;
         Poll::Ready(r)
@@ -259,13 +317,16 @@ impl Future for Lead {
 impl Drop for Lead {
     fn drop(&mut self) {
         let (shared, key) = (self.shared.clone(), self.key.clone());
-        let job: Pin<Box<dyn Future<Output = ()> + Send>> = match std::mem::replace(&mut self.call, Call::Done) {
-            Call::InFlight(call, deadline) => Box::pin(finish(shared.clone(), key.clone(), deadline, call)),
-            Call::NotSent | Call::Done => match shared.queues.next_batch(&key) {
-                Some(batch) => Box::pin(drive(shared.clone(), key.clone(), batch)),
-                None => return,
-            },
-        };
+        let job: Pin<Box<dyn Future<Output = ()> + Send>> =
+            match std::mem::replace(&mut self.call, Call::Done) {
+                Call::InFlight(call, deadline) => {
+                    Box::pin(finish(shared.clone(), key.clone(), deadline, call))
+                }
+                Call::NotSent | Call::Done => match shared.queues.next_batch(&key) {
+                    Some(batch) => Box::pin(drive(shared.clone(), key.clone(), batch)),
+                    None => return,
+                },
+            };
         match crate::runtime::handle() {
             Ok(rt) => {
                 rt.spawn(job);
@@ -282,7 +343,12 @@ impl Drop for Lead {
 
 /// Waits out a call whose caller gave up (it may still be decided), then hands on what queued
 /// behind it.
-async fn finish(shared: Arc<Shared>, key: Arc<[u8]>, deadline: tokio::time::Instant, call: Pending) {
+async fn finish(
+    shared: Arc<Shared>,
+    key: Arc<[u8]>,
+    deadline: tokio::time::Instant,
+    call: Pending,
+) {
     if tokio::time::timeout_at(deadline, call).await.is_err() {
         return shared.unanswered(&key);
     }
@@ -295,7 +361,8 @@ async fn finish(shared: Arc<Shared>, key: Arc<[u8]>, deadline: tokio::time::Inst
 async fn drive(shared: Arc<Shared>, key: Arc<[u8]>, mut batch: Vec<Waiter>) {
     loop {
         let ops: Vec<Op> = batch.iter().map(|w| w.op).collect();
-        let Ok(r) = tokio::time::timeout(shared.request_timeout, shared.call(&key, &ops)).await else {
+        let Ok(r) = tokio::time::timeout(shared.request_timeout, shared.call(&key, &ops)).await
+        else {
             let e = shared.timed_out("acquire");
             for w in batch {
                 let _ = w.tx.send(Err(e.clone()));
@@ -326,18 +393,28 @@ impl Shared {
     /// decided: the requests queued behind it fail now instead of piling up behind it on a silent
     /// connection (their callers would time out too), and the key is idle again.
     fn unanswered(&self, key: &[u8]) {
-        let e = Error::BackendUnavailable(format!("the call ahead of this one for its key got no answer from Redis within {} ms", self.request_timeout.as_millis()));
+        let e = Error::BackendUnavailable(format!(
+            "the call ahead of this one for its key got no answer from Redis within {} ms",
+            self.request_timeout.as_millis()
+        ));
         for w in self.queues.clear(key) {
             let _ = w.tx.send(Err(e.clone()));
         }
     }
 
     fn timed_out(&self, what: &str) -> Error {
-        Error::BackendUnavailable(format!("{what} got no answer from Redis within {} ms", self.request_timeout.as_millis()))
+        Error::BackendUnavailable(format!(
+            "{what} got no answer from Redis within {} ms",
+            self.request_timeout.as_millis()
+        ))
     }
 
     /// Bounds a whole call (connect + command) by the request timeout.
-    async fn bounded<T>(&self, what: &str, fut: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+    async fn bounded<T>(
+        &self,
+        what: &str,
+        fut: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<T> {
         match tokio::time::timeout(self.request_timeout, fut).await {
             Ok(r) => r,
             Err(_) => Err(self.timed_out(what)),
@@ -360,7 +437,10 @@ impl Shared {
         let (id, mut conn): (u64, Conn) = self.connector.get().await?;
         let client_now = self.clock.as_ref().map(|c| c.now_ms());
         let mut inv = SLIDING_WINDOW.key(redis_key);
-        inv.arg("rl1").arg(crate::script::pack(&[client_now.unwrap_or(0), self.max_skew_ms]));
+        inv.arg("rl1").arg(crate::script::pack(&[
+            client_now.unwrap_or(0),
+            self.max_skew_ms,
+        ]));
         let mut requests = Vec::with_capacity(ops.len() * 4);
         for op in ops {
             requests.extend_from_slice(&[op.consume as u64, op.window_ms, op.limit, op.cost]);
@@ -372,17 +452,28 @@ impl Shared {
 }
 
 fn run_id(info: &str) -> Option<String> {
-    info.lines().find_map(|l| l.strip_prefix("run_id:")).map(|v| v.trim().to_string()).filter(|v| !v.is_empty())
+    info.lines()
+        .find_map(|l| l.strip_prefix("run_id:"))
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
 }
 
 /// One `CLUSTER SLOTS` entry: `[first, last, [host, port, id, ...], replicas...]`.
 fn slot_range(range: &[redis::Value]) -> Option<(u16, u16, (String, u16))> {
     let int = |v: &redis::Value| redis::from_redis_value_ref::<i64>(v).ok();
     let (first, last) = (int(range.first()?)?, int(range.get(1)?)?);
-    let redis::Value::Array(master) = range.get(2)? else { return None };
-    let host = redis::from_redis_value_ref::<String>(master.first()?).ok().filter(|h| !h.is_empty() && h != "?")?;
+    let redis::Value::Array(master) = range.get(2)? else {
+        return None;
+    };
+    let host = redis::from_redis_value_ref::<String>(master.first()?)
+        .ok()
+        .filter(|h| !h.is_empty() && h != "?")?;
     let port = u16::try_from(int(master.get(1)?)?).ok()?;
-    Some((u16::try_from(first).ok()?, u16::try_from(last).ok()?, (host, port)))
+    Some((
+        u16::try_from(first).ok()?,
+        u16::try_from(last).ok()?,
+        (host, port),
+    ))
 }
 
 /// The URL without its password, for error messages.
@@ -403,7 +494,13 @@ pub(crate) fn redact(url: &str) -> String {
 mod tests {
     #[test]
     fn redact_hides_password_only() {
-        assert_eq!(super::redact("redis://app:s3cret@127.0.0.1:6379/2"), "redis://app:***@127.0.0.1:6379/2");
-        assert_eq!(super::redact("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
+        assert_eq!(
+            super::redact("redis://app:s3cret@127.0.0.1:6379/2"),
+            "redis://app:***@127.0.0.1:6379/2"
+        );
+        assert_eq!(
+            super::redact("redis://127.0.0.1:6379"),
+            "redis://127.0.0.1:6379"
+        );
     }
 }

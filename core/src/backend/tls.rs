@@ -11,7 +11,9 @@ const PARAMS: [&str; 3] = ["tls_ca", "tls_cert", "tls_key"];
 /// The URL without the TLS parameters (other query parameters are kept, for redis-rs), and the
 /// certificates they name, if any. `Err` is a message about the URL.
 pub(crate) fn take(url: &str, tls: bool) -> Result<(String, Option<TlsCertificates>), String> {
-    let Some((base, query)) = url.split_once('?') else { return Ok((url.to_string(), None)) };
+    let Some((base, query)) = url.split_once('?') else {
+        return Ok((url.to_string(), None));
+    };
     let (mut ca, mut cert, mut key) = (None, None, None);
     let mut kept = Vec::new();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
@@ -32,21 +34,39 @@ pub(crate) fn take(url: &str, tls: bool) -> Result<(String, Option<TlsCertificat
             return Err(format!("`{name}` is given twice"));
         }
     }
-    let rest = if kept.is_empty() { base.to_string() } else { format!("{base}?{}", kept.join("&")) };
+    let rest = if kept.is_empty() {
+        base.to_string()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    };
     if ca.is_none() && cert.is_none() && key.is_none() {
         return Ok((rest, None));
     }
     if !tls {
-        return Err(format!("{} apply to TLS only; use a rediss:// URL", PARAMS.join(", ")));
+        return Err(format!(
+            "{} apply to TLS only; use a rediss:// URL",
+            PARAMS.join(", ")
+        ));
     }
-    let read = |name: &str, path: &str| std::fs::read(path).map_err(|e| format!("`{name}` file {path:?}: {e}"));
+    let read = |name: &str, path: &str| {
+        std::fs::read(path).map_err(|e| format!("`{name}` file {path:?}: {e}"))
+    };
     let client_tls = match (cert, key) {
-        (Some(c), Some(k)) => Some(ClientTlsConfig { client_cert: read("tls_cert", &c)?, client_key: read("tls_key", &k)? }),
+        (Some(c), Some(k)) => Some(ClientTlsConfig {
+            client_cert: read("tls_cert", &c)?,
+            client_key: read("tls_key", &k)?,
+        }),
         (None, None) => None,
         _ => return Err("`tls_cert` and `tls_key` go together".into()),
     };
     let root_cert = ca.map(|p| read("tls_ca", &p)).transpose()?;
-    Ok((rest, Some(TlsCertificates { client_tls, root_cert })))
+    Ok((
+        rest,
+        Some(TlsCertificates {
+            client_tls,
+            root_cert,
+        }),
+    ))
 }
 
 /// How rustls words a failed handshake: a certificate the client does not trust (unknown CA,
@@ -81,7 +101,10 @@ mod tests {
     fn no_query_or_other_parameters_pass_through() {
         assert_eq!(take("rediss://h:1/0", true).unwrap().0, "rediss://h:1/0");
         let (rest, certs) = take("redis://h:1/0?protocol=resp3", false).unwrap();
-        assert_eq!((rest.as_str(), certs.is_none()), ("redis://h:1/0?protocol=resp3", true));
+        assert_eq!(
+            (rest.as_str(), certs.is_none()),
+            ("redis://h:1/0?protocol=resp3", true)
+        );
     }
 
     #[test]
@@ -92,13 +115,18 @@ mod tests {
             std::fs::write(dir.join(f), f).unwrap();
         }
         let d = dir.display();
-        let url = format!("rediss://h:1/?tls_ca={d}/ca.pem&protocol=resp3&tls_cert={d}/c.pem&tls_key={d}/k.pem");
+        let url = format!(
+            "rediss://h:1/?tls_ca={d}/ca.pem&protocol=resp3&tls_cert={d}/c.pem&tls_key={d}/k.pem"
+        );
         let (rest, certs) = take(&url, true).unwrap();
         assert_eq!(rest, "rediss://h:1/?protocol=resp3");
         let certs = certs.unwrap();
         assert_eq!(certs.root_cert.as_deref(), Some(&b"ca.pem"[..]));
         let client = certs.client_tls.unwrap();
-        assert_eq!((client.client_cert.as_slice(), client.client_key.as_slice()), (&b"c.pem"[..], &b"k.pem"[..]));
+        assert_eq!(
+            (client.client_cert.as_slice(), client.client_key.as_slice()),
+            (&b"c.pem"[..], &b"k.pem"[..])
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -107,9 +135,17 @@ mod tests {
         for (url, tls, says) in [
             ("redis://h:1/?tls_ca=/x", false, "rediss://"),
             ("rediss://h:1/?tls_ca=", true, "`tls_ca` needs a file path"),
-            ("rediss://h:1/?tls_ca=/a&tls_ca=/b", true, "`tls_ca` is given twice"),
+            (
+                "rediss://h:1/?tls_ca=/a&tls_ca=/b",
+                true,
+                "`tls_ca` is given twice",
+            ),
             ("rediss://h:1/?tls_cert=/a", true, "go together"),
-            ("rediss://h:1/?tls_ca=/nonexistent/ca.pem", true, "\"/nonexistent/ca.pem\""),
+            (
+                "rediss://h:1/?tls_ca=/nonexistent/ca.pem",
+                true,
+                "\"/nonexistent/ca.pem\"",
+            ),
         ] {
             let e = take(url, tls).unwrap_err();
             assert!(e.contains(says), "{url}: {e}");

@@ -50,10 +50,14 @@ pub(crate) struct SentinelSpec {
 
 impl SentinelSpec {
     pub(crate) fn client(&self) -> redis::RedisResult<SentinelClient> {
-        let mut b = SentinelClientBuilder::new(self.sentinels.clone(), self.master.clone(), SentinelServerType::Master)?
-            .set_client_to_redis_db(self.db)
-            .set_client_to_redis_tcp_settings(nodelay())
-            .set_client_to_sentinel_tcp_settings(nodelay());
+        let mut b = SentinelClientBuilder::new(
+            self.sentinels.clone(),
+            self.master.clone(),
+            SentinelServerType::Master,
+        )?
+        .set_client_to_redis_db(self.db)
+        .set_client_to_redis_tcp_settings(nodelay())
+        .set_client_to_sentinel_tcp_settings(nodelay());
         if let Some(u) = &self.username {
             b = b.set_client_to_redis_username(u);
         }
@@ -61,10 +65,14 @@ impl SentinelSpec {
             b = b.set_client_to_redis_password(p);
         }
         if self.tls {
-            b = b.set_client_to_redis_tls_mode(TlsMode::Secure).set_client_to_sentinel_tls_mode(TlsMode::Secure);
+            b = b
+                .set_client_to_redis_tls_mode(TlsMode::Secure)
+                .set_client_to_sentinel_tls_mode(TlsMode::Secure);
         }
         if let Some(c) = &self.certs {
-            b = b.set_client_to_redis_certificates(c.clone()).set_client_to_sentinel_certificates(c.clone());
+            b = b
+                .set_client_to_redis_certificates(c.clone())
+                .set_client_to_sentinel_certificates(c.clone());
         }
         b.build()
     }
@@ -82,7 +90,11 @@ const SINGLE: [&str; 4] = ["redis://", "rediss://", "redis+unix://", "unix://"];
 
 /// Whether `url` names a Redis deployment (of any topology).
 pub(crate) fn is_redis_url(url: &str) -> bool {
-    SENTINEL.iter().chain(&CLUSTER).chain(&SINGLE).any(|s| url.starts_with(s))
+    SENTINEL
+        .iter()
+        .chain(&CLUSTER)
+        .chain(&SINGLE)
+        .any(|s| url.starts_with(s))
 }
 
 pub(crate) fn parse(url: &str, options: &Options) -> Result<Topology> {
@@ -96,19 +108,33 @@ pub(crate) fn parse(url: &str, options: &Options) -> Result<Topology> {
     let url = url.as_str();
     let multi = SENTINEL.iter().chain(&CLUSTER).any(|s| url.starts_with(s));
     if multi && url.contains('?') {
-        return Err(bad("takes no query parameters but tls_ca, tls_cert and tls_key".into()));
+        return Err(bad(
+            "takes no query parameters but tls_ca, tls_cert and tls_key".into(),
+        ));
     }
     if let Some(rest) = SENTINEL.iter().find_map(|s| url.strip_prefix(s)) {
         let (creds, hosts, path) = split(rest);
         let (username, password) = credentials(creds);
         let mut parts = path.split('/').filter(|p| !p.is_empty());
-        let master = parts.next().ok_or_else(|| bad("names no master (redis+sentinel://host:port,.../<master name>)".into()))?;
+        let master = parts.next().ok_or_else(|| {
+            bad("names no master (redis+sentinel://host:port,.../<master name>)".into())
+        })?;
         let db = match parts.next() {
-            Some(d) => d.parse::<i64>().map_err(|_| bad(format!("database {d:?} is not a number")))?,
+            Some(d) => d
+                .parse::<i64>()
+                .map_err(|_| bad(format!("database {d:?} is not a number")))?,
             None => 0,
         };
         let sentinels = addresses(hosts, 26379, tls).map_err(bad)?;
-        let spec = SentinelSpec { sentinels, master: decode(master), username, password, db, tls, certs };
+        let spec = SentinelSpec {
+            sentinels,
+            master: decode(master),
+            username,
+            password,
+            db,
+            tls,
+            certs,
+        };
         spec.client().map_err(|e| bad(e.to_string()))?;
         return Ok(Topology::Sentinel(spec));
     }
@@ -123,7 +149,10 @@ pub(crate) fn parse(url: &str, options: &Options) -> Result<Topology> {
             .map_err(bad)?
             .into_iter()
             .map(|a| match a {
-                ConnectionAddr::Tcp(h, p) | ConnectionAddr::TcpTls { host: h, port: p, .. } => format!("{scheme}://{h}:{p}"),
+                ConnectionAddr::Tcp(h, p)
+                | ConnectionAddr::TcpTls {
+                    host: h, port: p, ..
+                } => format!("{scheme}://{h}:{p}"),
                 _ => unreachable!("addresses() makes TCP addresses only"),
             })
             .collect();
@@ -145,7 +174,9 @@ pub(crate) fn parse(url: &str, options: &Options) -> Result<Topology> {
         if let Some(c) = certs {
             b = b.certs(c);
         }
-        return Ok(Topology::Cluster(Box::new(b.build().map_err(|e| bad(e.to_string()))?)));
+        return Ok(Topology::Cluster(Box::new(
+            b.build().map_err(|e| bad(e.to_string()))?,
+        )));
     }
     let info = redis::IntoConnectionInfo::into_connection_info(url)
         .map_err(|e| bad(e.to_string()))?
@@ -154,7 +185,9 @@ pub(crate) fn parse(url: &str, options: &Options) -> Result<Topology> {
         Some(c) => redis::Client::build_with_tls(info, c),
         None => redis::Client::open(info),
     };
-    Ok(Topology::Standalone(client.map_err(|e| bad(e.to_string()))?))
+    Ok(Topology::Standalone(
+        client.map_err(|e| bad(e.to_string()))?,
+    ))
 }
 
 /// `user:pass@hosts/path` into its three parts.
@@ -186,7 +219,10 @@ pub(crate) fn decode(s: &str) -> String {
     let mut i = 0;
     while i < b.len() {
         if b[i] == b'%' && i + 2 < b.len() {
-            if let Some(v) = std::str::from_utf8(&b[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok()) {
+            if let Some(v) = std::str::from_utf8(&b[i + 1..i + 3])
+                .ok()
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+            {
                 out.push(v);
                 i += 3;
                 continue;
@@ -199,14 +235,20 @@ pub(crate) fn decode(s: &str) -> String {
 }
 
 /// `h1:p1,h2,[::1]:p3` into addresses.
-fn addresses(hosts: &str, default_port: u16, tls: bool) -> std::result::Result<Vec<ConnectionAddr>, String> {
+fn addresses(
+    hosts: &str,
+    default_port: u16,
+    tls: bool,
+) -> std::result::Result<Vec<ConnectionAddr>, String> {
     let mut out = Vec::new();
     for h in hosts.split(',') {
         if h.is_empty() {
             return Err("empty host in the host list".into());
         }
         let (host, port) = if let Some(v6) = h.strip_prefix('[') {
-            let (host, after) = v6.split_once(']').ok_or_else(|| format!("bad IPv6 host {h:?}"))?;
+            let (host, after) = v6
+                .split_once(']')
+                .ok_or_else(|| format!("bad IPv6 host {h:?}"))?;
             (host, after.strip_prefix(':'))
         } else {
             match h.rsplit_once(':') {
@@ -215,11 +257,18 @@ fn addresses(hosts: &str, default_port: u16, tls: bool) -> std::result::Result<V
             }
         };
         let port = match port {
-            Some(p) => p.parse::<u16>().map_err(|_| format!("port {p:?} of {h:?} is not a port number"))?,
+            Some(p) => p
+                .parse::<u16>()
+                .map_err(|_| format!("port {p:?} of {h:?} is not a port number"))?,
             None => default_port,
         };
         out.push(if tls {
-            ConnectionAddr::TcpTls { host: host.to_string(), port, insecure: false, tls_params: None }
+            ConnectionAddr::TcpTls {
+                host: host.to_string(),
+                port,
+                insecure: false,
+                tls_params: None,
+            }
         } else {
             ConnectionAddr::Tcp(host.to_string(), port)
         });
@@ -234,7 +283,11 @@ mod tests {
     #[test]
     fn sentinel_url_parts() {
         let o = Options::default();
-        let Topology::Sentinel(s) = parse("redis+sentinel://app:p%40ss@127.0.0.1:1,[::1]:2,host/mymaster/3", &o).unwrap() else {
+        let Topology::Sentinel(s) = parse(
+            "redis+sentinel://app:p%40ss@127.0.0.1:1,[::1]:2,host/mymaster/3",
+            &o,
+        )
+        .unwrap() else {
             panic!("not sentinel")
         };
         assert_eq!(s.master, "mymaster");
@@ -254,7 +307,9 @@ mod tests {
             ("redis+cluster://127.0.0.1:1/2", "database 0"),
             ("redis+cluster://,", "empty host"),
         ] {
-            let e = parse(url, &o).err().unwrap_or_else(|| panic!("{url} parsed"));
+            let e = parse(url, &o)
+                .err()
+                .unwrap_or_else(|| panic!("{url} parsed"));
             assert!(e.to_string().contains(needle), "{url}: {e}");
         }
     }

@@ -15,7 +15,10 @@ pub fn server() -> RedisServer {
 /// Options without the local fallback: suites that check Redis's exact decisions must not have a
 /// busy test machine send a call to the fallback (which `resilience.rs` tests on its own).
 pub fn strict() -> Options {
-    Options { local_fallback: false, ..Options::default() }
+    Options {
+        local_fallback: false,
+        ..Options::default()
+    }
 }
 
 /// A limiter on `server` with [`strict`] options.
@@ -34,11 +37,18 @@ pub fn blocking_with(server: &RedisServer, options: Options) -> blocking::Limite
 /// Options that decide on `clock` instead of Redis TIME, with a skew allowance wide enough for
 /// a test clock that runs ahead of real time.
 pub fn client_clock(clock: Arc<dyn Clock>) -> Options {
-    Options { clock: Some(clock), max_clock_skew_ms: 3_600_000, ..strict() }
+    Options {
+        clock: Some(clock),
+        max_clock_skew_ms: 3_600_000,
+        ..strict()
+    }
 }
 
 pub fn wall_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
 }
 
 pub fn cmd(server: &RedisServer, args: &[&[u8]]) -> RespValue {
@@ -51,13 +61,20 @@ pub fn dbsize(server: &RedisServer) -> i64 {
 
 pub fn keys(server: &RedisServer) -> Vec<Vec<u8>> {
     match cmd(server, &[b"KEYS", b"*"]) {
-        RespValue::Array(items) => items.iter().map(|v| v.as_bytes().unwrap().to_vec()).collect(),
+        RespValue::Array(items) => items
+            .iter()
+            .map(|v| v.as_bytes().unwrap().to_vec())
+            .collect(),
         other => panic!("KEYS: {other:?}"),
     }
 }
 
 pub fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
 }
 
 pub const SHORT: Duration = Duration::from_millis(200);
@@ -88,12 +105,34 @@ impl Record {
 
 /// Offers `rate` acquires per second per limiter on `key` for `duration`, open loop (a slow call
 /// does not slow the offered load), and returns every decision.
-pub async fn drive(limiters: &[Limiter], key: &str, limit: u64, window_ms: u64, rate: u64, duration: Duration) -> Vec<Record> {
-    drive_at(limiters, &vec![rate; limiters.len()], key, limit, window_ms, duration).await
+pub async fn drive(
+    limiters: &[Limiter],
+    key: &str,
+    limit: u64,
+    window_ms: u64,
+    rate: u64,
+    duration: Duration,
+) -> Vec<Record> {
+    drive_at(
+        limiters,
+        &vec![rate; limiters.len()],
+        key,
+        limit,
+        window_ms,
+        duration,
+    )
+    .await
 }
 
 /// [`drive`] with its own rate per limiter (`rates[i]` for limiter `i`): uneven load.
-pub async fn drive_at(limiters: &[Limiter], rates: &[u64], key: &str, limit: u64, window_ms: u64, duration: Duration) -> Vec<Record> {
+pub async fn drive_at(
+    limiters: &[Limiter],
+    rates: &[u64],
+    key: &str,
+    limit: u64,
+    window_ms: u64,
+    duration: Duration,
+) -> Vec<Record> {
     let out = Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
     for (i, (l, &rate)) in limiters.iter().zip(rates).enumerate() {
@@ -109,7 +148,12 @@ pub async fn drive_at(limiters: &[Limiter], rates: &[u64], key: &str, limit: u64
                 calls.push(tokio::spawn(async move {
                     let started = std::time::Instant::now();
                     let result = l.acquire(&key, limit, window_ms, 1).await;
-                    out.lock().unwrap().push(Record { instance: i, started, latency: started.elapsed(), result });
+                    out.lock().unwrap().push(Record {
+                        instance: i,
+                        started,
+                        latency: started.elapsed(),
+                        result,
+                    });
                 }));
             }
             for c in calls {
@@ -129,14 +173,22 @@ pub async fn drive_at(limiters: &[Limiter], rates: &[u64], key: &str, limit: u64
 pub fn per_mode(records: &[Record]) -> String {
     let count = |m: rl_core::Mode| records.iter().filter(|r| r.mode() == Some(m)).count();
     let errors = records.iter().filter(|r| r.result.is_err()).count();
-    format!("normal {}, local {}, errors {}", count(rl_core::Mode::Normal), count(rl_core::Mode::Local), errors)
+    format!(
+        "normal {}, local {}, errors {}",
+        count(rl_core::Mode::Normal),
+        count(rl_core::Mode::Local),
+        errors
+    )
 }
 
 /// Waits until `f` holds, or panics with `what`.
 pub fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
     let deadline = std::time::Instant::now() + timeout;
     while !f() {
-        assert!(std::time::Instant::now() < deadline, "timed out waiting: {what}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting: {what}"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -144,8 +196,12 @@ pub fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
 /// `CLIENT LIST` on `server`: one entry per connection, its `name=value` fields.
 pub fn client_list(server: &RedisServer) -> Vec<Vec<String>> {
     let reply = server.command(&[b"CLIENT", b"LIST"]).unwrap();
-    let text = reply.as_str().unwrap_or_else(|| panic!("CLIENT LIST on port {} answered {reply:?}", server.port()));
-    text.lines().map(|l| l.split(' ').map(str::to_string).collect()).collect()
+    let text = reply
+        .as_str()
+        .unwrap_or_else(|| panic!("CLIENT LIST on port {} answered {reply:?}", server.port()));
+    text.lines()
+        .map(|l| l.split(' ').map(str::to_string).collect())
+        .collect()
 }
 
 /// Held by the tests that put a fleet's load on the machine, so that two of them never share
@@ -160,7 +216,11 @@ pub fn heavy() -> std::sync::MutexGuard<'static, ()> {
 pub fn last_heartbeat(server: &RedisServer, fleet_key: &[u8]) -> Option<u64> {
     match cmd(server, &[b"ZRANGE", fleet_key, b"-1", b"-1", b"WITHSCORES"]) {
         RespValue::Array(v) if v.is_empty() => None,
-        RespValue::Array(v) if v.len() == 2 => Some(v[1].as_str().and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("a score: {v:?}"))),
+        RespValue::Array(v) if v.len() == 2 => Some(
+            v[1].as_str()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or_else(|| panic!("a score: {v:?}")),
+        ),
         other => panic!("ZRANGE {}: {other:?}", String::from_utf8_lossy(fleet_key)),
     }
 }
@@ -171,12 +231,14 @@ pub fn last_heartbeat(server: &RedisServer, fleet_key: &[u8]) -> Option<u64> {
 /// `instances` stat cannot tell: it is the configured count, or 1 before any beat.)
 pub fn wait_for_a_later_heartbeat(server: &RedisServer, fleet_key: &[u8], timeout: Duration) {
     let mut first = None;
-    wait_until("a heartbeat after the first", timeout, || match (first, last_heartbeat(server, fleet_key)) {
-        (None, now) => {
-            first = now;
-            false
+    wait_until("a heartbeat after the first", timeout, || {
+        match (first, last_heartbeat(server, fleet_key)) {
+            (None, now) => {
+                first = now;
+                false
+            }
+            (Some(first), now) => now.is_some_and(|n| n > first),
         }
-        (Some(first), now) => now.is_some_and(|n| n > first),
     });
 }
 
@@ -189,7 +251,11 @@ pub fn wait_with_deadline(pid: libc::pid_t, deadline: Duration) -> Option<i32> {
         // SAFETY: plain waitpid on our own child.
         let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
         if r == pid {
-            return Some(if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { 128 });
+            return Some(if libc::WIFEXITED(status) {
+                libc::WEXITSTATUS(status)
+            } else {
+                128
+            });
         }
         if start.elapsed() > deadline {
             // SAFETY: killing and reaping our own hung child.

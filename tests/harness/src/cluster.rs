@@ -7,11 +7,11 @@ use std::io;
 use std::thread::sleep;
 use std::time::Duration;
 
+use crate::free_port;
 use crate::poll::{expect_ok, info_field, poll};
 use crate::resp::RespValue;
 use crate::server::{RedisServer, ServerOptions};
 use crate::tls::TlsFiles;
-use crate::free_port;
 
 pub const SLOT_COUNT: u16 = 16384;
 
@@ -65,7 +65,11 @@ impl Cluster {
     /// replica is introduced and told whom to replicate.
     fn launch(options: ServerOptions, replicas: bool, tls: Option<&TlsFiles>) -> io::Result<Self> {
         options.reject_password("cluster")?;
-        let node_timeout = if replicas { FAILOVER_NODE_TIMEOUT_MS } else { NODE_TIMEOUT_MS };
+        let node_timeout = if replicas {
+            FAILOVER_NODE_TIMEOUT_MS
+        } else {
+            NODE_TIMEOUT_MS
+        };
         // nodes.conf is relative to --dir, which redis-server chdirs into, so
         // each node gets its own and it is removed with the directory.
         let node_options = options.with_leading_args([
@@ -76,7 +80,10 @@ impl Cluster {
             "--cluster-node-timeout",
             node_timeout,
         ]);
-        let mut cluster = Cluster { nodes: Vec::new(), tls_ports: Vec::new() };
+        let mut cluster = Cluster {
+            nodes: Vec::new(),
+            tls_ports: Vec::new(),
+        };
         for _ in 0..if replicas { 2 * MASTERS } else { MASTERS } {
             let node = match tls {
                 None => RedisServer::start_with(node_options.clone())?,
@@ -84,7 +91,9 @@ impl Cluster {
                     // The TLS cluster bus listens on the TLS port + 10000.
                     let port = free_port()?;
                     let mut args = files.server_args(port);
-                    args.extend(["--tls-cluster", "yes", "--tls-replication", "yes"].map(String::from));
+                    args.extend(
+                        ["--tls-cluster", "yes", "--tls-replication", "yes"].map(String::from),
+                    );
                     cluster.tls_ports.push(port);
                     RedisServer::start_with(node_options.clone().args(args))?
                 }
@@ -109,7 +118,12 @@ impl Cluster {
         }
         for (i, node) in cluster.nodes.iter().enumerate().skip(1) {
             // The bus port is the client port + 10000, and with TLS that is the TLS port.
-            let port = cluster.tls_ports.get(i).copied().unwrap_or(node.port()).to_string();
+            let port = cluster
+                .tls_ports
+                .get(i)
+                .copied()
+                .unwrap_or(node.port())
+                .to_string();
             expect_ok(
                 &cluster.nodes[0],
                 &[b"CLUSTER", b"MEET", b"127.0.0.1", port.as_bytes()],
@@ -164,7 +178,12 @@ impl Cluster {
     /// test has killed), that node says `role:master`, and every live node
     /// says `cluster_state:ok`, i.e. until clients can write to the slot
     /// again. Returns the new owner's index.
-    pub fn wait_for_failover(&self, slot: u16, old_owner: usize, timeout: Duration) -> io::Result<usize> {
+    pub fn wait_for_failover(
+        &self,
+        slot: u16,
+        old_owner: usize,
+        timeout: Duration,
+    ) -> io::Result<usize> {
         poll(timeout, "Cluster failover", || {
             let owner = self.slot_owner(slot).map_err(|e| e.to_string())?;
             if owner == old_owner {
@@ -188,7 +207,11 @@ impl Cluster {
     /// ports with `rediss+cluster://` for a TLS cluster.
     pub fn url(&self) -> String {
         if !self.tls_ports.is_empty() {
-            let hosts: Vec<String> = self.tls_ports.iter().map(|port| format!("127.0.0.1:{port}")).collect();
+            let hosts: Vec<String> = self
+                .tls_ports
+                .iter()
+                .map(|port| format!("127.0.0.1:{port}"))
+                .collect();
             return format!("rediss+cluster://{}", hosts.join(","));
         }
         let hosts: Vec<String> = self

@@ -7,11 +7,11 @@ use std::io;
 use std::ops::Range;
 use std::time::Duration;
 
+use crate::free_port;
 use crate::poll::{info_field, poll};
 use crate::resp::RespValue;
 use crate::server::{RedisServer, ServerOptions};
 use crate::tls::TlsFiles;
-use crate::free_port;
 
 /// The name the Sentinels monitor the primary under, as in the URL's path.
 pub const MASTER_NAME: &str = "rlmaster";
@@ -57,7 +57,9 @@ impl SentinelTrio {
         let mut tls_ports = Vec::new();
         // A TLS port and the flags for it, or nothing.
         let tls_args = |ports: &mut Vec<u16>| -> io::Result<Vec<String>> {
-            let Some(files) = tls else { return Ok(Vec::new()) };
+            let Some(files) = tls else {
+                return Ok(Vec::new());
+            };
             let port = free_port()?;
             ports.push(port);
             let mut args = files.server_args(port);
@@ -85,7 +87,11 @@ impl SentinelTrio {
             // The Sentinel's own TLS listener and TLS connections, in its config file.
             let mut config = sentinel_config(primary_port);
             for pair in tls_args(&mut tls_ports)?.chunks(2) {
-                config.push_str(&format!("{} {}\n", pair[0].trim_start_matches("--"), pair[1]));
+                config.push_str(&format!(
+                    "{} {}\n",
+                    pair[0].trim_start_matches("--"),
+                    pair[1]
+                ));
             }
             let sentinel = RedisServer::start_sentinel(options.process_only(), config)?;
             trio.servers.push(sentinel);
@@ -104,8 +110,15 @@ impl SentinelTrio {
             Some(tls) => tls.to_vec(),
             None => self.sentinel_ports(),
         };
-        let hosts: Vec<String> = ports.iter().map(|port| format!("127.0.0.1:{port}")).collect();
-        let scheme = if self.tls_ports.is_empty() { "redis" } else { "rediss" };
+        let hosts: Vec<String> = ports
+            .iter()
+            .map(|port| format!("127.0.0.1:{port}"))
+            .collect();
+        let scheme = if self.tls_ports.is_empty() {
+            "redis"
+        } else {
+            "rediss"
+        };
         format!("{scheme}+sentinel://{}/{MASTER_NAME}", hosts.join(","))
     }
 

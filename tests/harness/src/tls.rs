@@ -21,22 +21,71 @@ impl TlsFiles {
         ));
         fs::create_dir_all(&dir)?;
         let files = TlsFiles { dir };
-        let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
-        files.openssl(&[&["req", "-x509"][..], &ec, &["-keyout", "ca.key", "-out", "ca.crt", "-days", "2", "-subj", "/CN=rl test CA"]].concat())?;
+        let ec = [
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+        ];
+        files.openssl(
+            &[
+                &["req", "-x509"][..],
+                &ec,
+                &[
+                    "-keyout",
+                    "ca.key",
+                    "-out",
+                    "ca.crt",
+                    "-days",
+                    "2",
+                    "-subj",
+                    "/CN=rl test CA",
+                ],
+            ]
+            .concat(),
+        )?;
         // The server certificate is also a client one: Cluster nodes present it to each other on
         // the TLS cluster bus.
-        for (name, cn, usage) in [("server", "127.0.0.1", "serverAuth,clientAuth"), ("client", "rl test client", "clientAuth")] {
+        for (name, cn, usage) in [
+            ("server", "127.0.0.1", "serverAuth,clientAuth"),
+            ("client", "rl test client", "clientAuth"),
+        ] {
             let ext = format!("{name}.ext");
             fs::write(
                 files.dir.join(&ext),
                 format!("basicConstraints=CA:FALSE\nsubjectAltName=IP:127.0.0.1\nextendedKeyUsage={usage}\n"),
             )?;
-            let (key, csr, crt) = (format!("{name}.key"), format!("{name}.csr"), format!("{name}.crt"));
+            let (key, csr, crt) = (
+                format!("{name}.key"),
+                format!("{name}.csr"),
+                format!("{name}.crt"),
+            );
             let subj = format!("/CN={cn}");
-            files.openssl(&[&["req"][..], &ec, &["-keyout", &key, "-out", &csr, "-subj", &subj]].concat())?;
+            files.openssl(
+                &[
+                    &["req"][..],
+                    &ec,
+                    &["-keyout", &key, "-out", &csr, "-subj", &subj],
+                ]
+                .concat(),
+            )?;
             files.openssl(&[
-                "x509", "-req", "-in", &csr, "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-out", &crt, "-days", "2",
-                "-extfile", &ext,
+                "x509",
+                "-req",
+                "-in",
+                &csr,
+                "-CA",
+                "ca.crt",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-out",
+                &crt,
+                "-days",
+                "2",
+                "-extfile",
+                &ext,
             ])?;
         }
         Ok(files)
@@ -75,9 +124,16 @@ impl TlsFiles {
     }
 
     fn openssl(&self, args: &[&str]) -> io::Result<()> {
-        let out = Command::new("openssl").args(args).current_dir(&self.dir).output().map_err(|e| {
-            io::Error::new(e.kind(), format!("running openssl (install it with `apt-get install -y openssl`): {e}"))
-        })?;
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(&self.dir)
+            .output()
+            .map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("running openssl (install it with `apt-get install -y openssl`): {e}"),
+                )
+            })?;
         if out.status.success() {
             Ok(())
         } else {

@@ -174,26 +174,49 @@ fn cluster_with_replicas_fails_over_a_killed_master_to_its_replica() {
     let replica = cluster.replica_of(master).unwrap();
     assert!(cluster.replica_of(3).is_err());
     let role = cluster.nodes()[replica].command(&[b"ROLE"]).unwrap();
-    assert!(matches!(&role, RespValue::Array(r) if r[0].as_str() == Some("slave")), "{role:?}");
-    assert_eq!(cluster.nodes()[master].command(&[b"SET", b"foo", b"bar"]).unwrap(), ok());
+    assert!(
+        matches!(&role, RespValue::Array(r) if r[0].as_str() == Some("slave")),
+        "{role:?}"
+    );
+    assert_eq!(
+        cluster.nodes()[master]
+            .command(&[b"SET", b"foo", b"bar"])
+            .unwrap(),
+        ok()
+    );
     // Replication is asynchronous. A replica answers GET with MOVED unless the client sent
     // READONLY, so count its keys instead.
     let deadline = Instant::now() + Duration::from_secs(5);
-    while cluster.nodes()[replica].command(&[b"DBSIZE"]).unwrap().as_int() != Some(1) {
-        assert!(Instant::now() < deadline, "the key never reached the replica");
+    while cluster.nodes()[replica]
+        .command(&[b"DBSIZE"])
+        .unwrap()
+        .as_int()
+        != Some(1)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the key never reached the replica"
+        );
         sleep(Duration::from_millis(20));
     }
 
     cluster.nodes_mut()[master].kill().unwrap();
     let killed = Instant::now();
-    let owner = cluster.wait_for_failover(key_slot(b"foo"), master, Duration::from_secs(20)).unwrap();
+    let owner = cluster
+        .wait_for_failover(key_slot(b"foo"), master, Duration::from_secs(20))
+        .unwrap();
     eprintln!("cluster failover took {:?}", killed.elapsed());
     assert_eq!(owner, replica);
     assert_eq!(
         cluster.nodes()[owner].command(&[b"GET", b"foo"]).unwrap(),
         RespValue::Bulk(b"bar".to_vec())
     );
-    assert_eq!(cluster.nodes()[owner].command(&[b"SET", b"foo", b"baz"]).unwrap(), ok());
+    assert_eq!(
+        cluster.nodes()[owner]
+            .command(&[b"SET", b"foo", b"baz"])
+            .unwrap(),
+        ok()
+    );
 
     drop(cluster);
     assert_all_gone(&gone);
