@@ -8,6 +8,10 @@ cd "$(dirname "$0")/.."
 bash scripts/ensure-deps.sh
 
 export CARGO_TERM_COLOR=never
+echo "== format and lints (cargo fmt --check, clippy -D warnings)"
+cargo fmt --all --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
 echo "== build (workspace, debug)"
 cargo build --workspace --all-targets --locked
 
