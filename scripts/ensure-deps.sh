@@ -18,6 +18,11 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
 fi
 
+# The test command checks formatting and lints first.
+for component in rustfmt clippy; do
+  cargo "${component/rustfmt/fmt}" --version >/dev/null 2>&1 || rustup component add "$component"
+done
+
 # The tests start their own servers; Debian's package also starts a system one we do not use.
 for tool in cargo redis-server; do
   command -v "$tool" >/dev/null 2>&1 || { echo "ensure-deps: $tool is missing" >&2; exit 1; }
