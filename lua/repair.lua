@@ -51,7 +51,7 @@ local MAX_MERGE = 4096
 local buckets = {}
 local longest = window
 local head = call('LINDEX', key, '0')
-local capped = head ~= nil and #head == 48 and call('LLEN', key) - 1 > MAX_MERGE
+local capped = head and #head == 48 and call('LLEN', key) - 1 > MAX_MERGE
 if capped then
   local _, open_t, _, _, _, seen = sunpack('>dddddd', head)
   longest = math.max(window, seen)
