@@ -408,7 +408,13 @@ fn a_cluster_failover_that_lost_writes_is_repaired_from_what_this_instance_saw()
         "the promoted replica holds the 30 permits its master admitted before dying: {used} ({:?})",
         l.stats()
     );
-    assert!(used <= 31, "and no more than what was admitted: {used}");
+    // 30 lost + the one call after the failover; that permit may be counted twice when it was
+    // decided locally and flushed before this instance learnt of the new primary (the README's
+    // overcount, never an undercount).
+    assert!(
+        used <= 32,
+        "and no more than what was admitted, plus that one overcount: {used}"
+    );
     // The warm-up key was replicated before the cut: a repair finds it present and adds nothing.
     let warm = fresh.peek("warm-up", 100, 60_000).unwrap().used;
     assert_eq!(warm, 1, "the warm-up key counts its one permit");
