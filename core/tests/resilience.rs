@@ -579,8 +579,17 @@ fn server_time_is_immune_to_client_clock_skew() {
         150,
         Duration::from_millis(3000),
     ));
-    let base = Instant::now();
-    let wall = wall_ms();
+    // Pair the monotonic clock with the wall clock from the tightest of several readings: a
+    // preemption between the two reads would shift every mapped time by its length.
+    let (base, wall) = (0..20)
+        .map(|_| {
+            let before = Instant::now();
+            let wall = wall_ms();
+            (before.elapsed(), before, wall)
+        })
+        .min_by_key(|(gap, _, _)| *gap)
+        .map(|(_, before, wall)| (before, wall))
+        .unwrap();
     let wall_at = |t: Instant| wall - (base - t).as_millis() as u64;
     let decided: Vec<_> = records
         .iter()
