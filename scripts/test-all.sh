@@ -11,6 +11,8 @@ export CARGO_TERM_COLOR=never
 echo "== format and lints (cargo fmt --check, clippy -D warnings)"
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== generated files are current (rl-gen --check)"
+cargo run -q --locked -p rl-gen -- --check
 
 echo "== build (workspace, debug)"
 cargo build --workspace --all-targets --locked

@@ -67,8 +67,6 @@ pub enum rl_mode {
     RL_MODE_MEMORY = 1,
     /// The local fallback limiter decided while Redis was unhealthy.
     RL_MODE_LOCAL = 2,
-    /// A permit leased from Redis in a batch was served locally.
-    RL_MODE_LEASE = 3,
 }
 
 /// The answer to one `rl_acquire` or `rl_peek`: every field of the core's Decision. All times are
@@ -486,7 +484,6 @@ fn to_c_mode(mode: Mode) -> Result<rl_mode, Failure> {
         Mode::Normal => rl_mode::RL_MODE_NORMAL,
         Mode::Memory => rl_mode::RL_MODE_MEMORY,
         Mode::Local => rl_mode::RL_MODE_LOCAL,
-        Mode::Lease => rl_mode::RL_MODE_LEASE,
         // Mode is #[non_exhaustive]: a mode added to the core needs a value here. Never invent one.
         other => {
             return Err(Failure::Internal(format!(
@@ -924,7 +921,6 @@ fn mode_name(mode: c_int) -> &'static CStr {
         m if m == rl_mode::RL_MODE_NORMAL as c_int => c"normal",
         m if m == rl_mode::RL_MODE_MEMORY as c_int => c"memory",
         m if m == rl_mode::RL_MODE_LOCAL as c_int => c"local",
-        m if m == rl_mode::RL_MODE_LEASE as c_int => c"lease",
         _ => c"unknown",
     }
 }
@@ -987,7 +983,6 @@ mod tests {
             (rl_mode::RL_MODE_NORMAL, Mode::Normal),
             (rl_mode::RL_MODE_MEMORY, Mode::Memory),
             (rl_mode::RL_MODE_LOCAL, Mode::Local),
-            (rl_mode::RL_MODE_LEASE, Mode::Lease),
         ] {
             assert_eq!(to_c_mode(core).ok(), Some(m));
             assert_eq!(mode_name(m as c_int).to_str().unwrap(), core.as_str());

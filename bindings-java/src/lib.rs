@@ -255,7 +255,6 @@ fn mode_code(m: Mode) -> jint {
         Mode::Normal => 0,
         Mode::Memory => 1,
         Mode::Local => 2,
-        Mode::Lease => 3,
         _ => -1,
     }
 }

@@ -275,7 +275,6 @@ impl Factories {
             rl_core::Mode::Normal => Some(0),
             rl_core::Mode::Memory => Some(1),
             rl_core::Mode::Local => Some(2),
-            rl_core::Mode::Lease => Some(3),
             _ => None,
         };
         let ok = unsafe {

@@ -4,7 +4,8 @@
 
 use crate::decision::Decision;
 use crate::error::Result;
-use crate::limiter::{Limiter as AsyncLimiter, Options};
+use crate::limiter::Limiter as AsyncLimiter;
+use crate::options::Options;
 use crate::runtime;
 use crate::BackendKind;
 

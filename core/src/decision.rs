@@ -2,8 +2,8 @@
 
 use std::fmt;
 
-/// Which path made a decision. Later paths (local fallback, leases) add variants; bindings expose
-/// the name from [`Mode::as_str`].
+/// Which path made a decision. Bindings expose the name from [`Mode::as_str`] and list the modes
+/// from [`Mode::ALL`], so a new variant reaches them all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Mode {
@@ -13,17 +13,31 @@ pub enum Mode {
     Memory,
     /// The local fallback limiter decided while Redis was unhealthy.
     Local,
-    /// A permit leased from Redis in a batch was served locally.
-    Lease,
 }
 
 impl Mode {
+    /// Every mode, in the order of their stable numbers (C's `rl_mode`, Java's ordinal).
+    pub const ALL: &'static [Mode] = &[Mode::Normal, Mode::Memory, Mode::Local];
+
+    /// One line for docs and generated stubs.
+    pub fn doc(self) -> &'static str {
+        match self {
+            Mode::Normal => "Redis decided, exactly, with one script call.",
+            Mode::Memory => "The in-process memory backend decided (single-process use), exactly.",
+            Mode::Local => "The local fallback decided while Redis was unhealthy.",
+        }
+    }
+
+    /// The mode named `name` (as [`Mode::as_str`] spells it).
+    pub fn from_name(name: &str) -> Option<Mode> {
+        Mode::ALL.iter().copied().find(|m| m.as_str() == name)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Mode::Normal => "normal",
             Mode::Memory => "memory",
             Mode::Local => "local",
-            Mode::Lease => "lease",
         }
     }
 }

@@ -9,6 +9,10 @@ pub enum Error {
     /// The caller passed a value the limiter cannot honour. Nothing was sent to the backend.
     #[error("invalid argument `{name}`: {message}")]
     InvalidArgument { name: &'static str, message: String },
+    /// Like `InvalidArgument`, for a value of the wrong type (a string where a number goes), so
+    /// that hosts with a type-error class (Python's `TypeError`) can raise it. Same kind.
+    #[error("invalid argument `{name}`: {message}")]
+    InvalidType { name: &'static str, message: String },
     /// The backend could not take the call (connection refused, timeout, dropped connection,
     /// READONLY, LOADING, TRYAGAIN, CLUSTERDOWN, MASTERDOWN, BUSY, OOM). Retrying later may succeed;
     /// with the local fallback on, callers see a `local` decision instead of this.
@@ -57,10 +61,25 @@ impl fmt::Display for ErrorKind {
 impl Error {
     pub fn kind(&self) -> ErrorKind {
         match self {
-            Error::InvalidArgument { .. } => ErrorKind::InvalidArgument,
+            Error::InvalidArgument { .. } | Error::InvalidType { .. } => ErrorKind::InvalidArgument,
             Error::BackendUnavailable(_) => ErrorKind::BackendUnavailable,
             Error::Backend(_) => ErrorKind::Backend,
             Error::ClockSkew { .. } => ErrorKind::ClockSkew,
+        }
+    }
+
+    /// The argument or option an `InvalidArgument`-kind error names.
+    pub fn argument(&self) -> Option<&'static str> {
+        match self {
+            Error::InvalidArgument { name, .. } | Error::InvalidType { name, .. } => Some(name),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn invalid_type(name: &'static str, message: impl Into<String>) -> Self {
+        Error::InvalidType {
+            name,
+            message: message.into(),
         }
     }
 

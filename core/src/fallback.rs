@@ -22,7 +22,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::fork::ForkLocal;
 use crate::health::{Health, Streak, Thresholds};
 use crate::ledger::Ledger;
-use crate::limiter::Options;
+use crate::options::Options;
 use crate::primaries::{epoch_in, Primaries};
 
 /// How often an instance announces itself, and how long an announcement counts.

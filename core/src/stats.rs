@@ -2,6 +2,90 @@
 //! machine's transitions and Redis round-trip times. Plain numbers, so every binding can copy them.
 
 use crate::decision::Mode;
+use crate::options::Value;
+
+/// What a stats field holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatsKind {
+    /// One of [`Mode::ALL`]'s names.
+    Mode,
+    Text,
+    Count,
+}
+
+/// One field of [`Stats`], for bindings (which build their host object from [`Stats::fields`]) and
+/// for the generated stubs and docs.
+pub struct StatsField {
+    pub name: &'static str,
+    pub kind: StatsKind,
+    pub doc: &'static str,
+    get: fn(&Stats) -> Value,
+}
+
+impl StatsField {
+    pub fn get(&self, stats: &Stats) -> Value {
+        (self.get)(stats)
+    }
+}
+
+macro_rules! count {
+    ($name:ident, $doc:literal) => {
+        StatsField {
+            name: stringify!($name),
+            kind: StatsKind::Count,
+            doc: $doc,
+            get: |s| Value::Int(s.$name as i128),
+        }
+    };
+}
+
+/// Every stats field, in a stable order (C's `rl_stats` and Java's record follow it).
+pub static STATS_FIELDS: &[StatsField] = &[
+    StatsField {
+        name: "mode",
+        kind: StatsKind::Mode,
+        doc: "The path new decisions take now: normal (Redis), local (fallback) or memory.",
+        get: |s| Value::Text(s.mode.as_str().into()),
+    },
+    StatsField {
+        name: "topology",
+        kind: StatsKind::Text,
+        doc: "standalone, sentinel, cluster or memory.",
+        get: |s| Value::Text(s.topology.into()),
+    },
+    count!(decisions_normal, "Decisions Redis made since the limiter was opened."),
+    count!(decisions_local, "Decisions the local fallback made."),
+    count!(decisions_memory, "Decisions the memory backend made."),
+    count!(transitions_to_local, "State machine transitions normal -> local."),
+    count!(transitions_to_normal, "State machine transitions local -> normal."),
+    count!(state_ms, "How long the current state has lasted, in milliseconds."),
+    StatsField {
+        name: "state_reason",
+        kind: StatsKind::Text,
+        doc: "What caused the current state (\"start\" at first).",
+        get: |s| Value::Text(s.state_reason.clone()),
+    },
+    count!(redis_errors, "Redis calls that failed with a connection-class error."),
+    count!(retries, "Of those, how many were retried."),
+    count!(probes, "Recovery probes sent while local."),
+    count!(repairs, "Repair calls that wrote admitted permits back to Redis."),
+    count!(repaired_permits, "Permits those repairs added."),
+    count!(failovers, "New primaries seen."),
+    count!(instances, "The divisor of the local budget (limit / instances): configured or counted from heartbeats."),
+    count!(local_keys, "Keys the local record holds (bounded by local_max_keys)."),
+    count!(rtt_samples, "Redis round trips sampled (the last 1024 decisions)."),
+    count!(rtt_last_us, "The last Redis round trip, in microseconds."),
+    count!(rtt_p50_us, "Median Redis round trip, in microseconds."),
+    count!(rtt_p99_us, "99th percentile Redis round trip, in microseconds."),
+    count!(rtt_max_us, "Slowest sampled Redis round trip, in microseconds."),
+];
+
+impl Stats {
+    /// Every field with its value, in [`STATS_FIELDS`] order.
+    pub fn fields(&self) -> impl Iterator<Item = (&'static StatsField, Value)> + '_ {
+        STATS_FIELDS.iter().map(move |f| (f, f.get(self)))
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stats {

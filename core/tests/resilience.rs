@@ -414,35 +414,35 @@ fn invalid_fallback_options_are_refused_by_name() {
                 retry_delay: Duration::from_secs(61),
                 ..Options::default()
             },
-            "retry_delay",
+            "retry_delay_ms",
         ),
         (
             Options {
                 degrade_rtt: Duration::ZERO,
                 ..Options::default()
             },
-            "degrade_rtt",
+            "degrade_rtt_ms",
         ),
         (
             Options {
                 degrade_after: Duration::from_secs(61),
                 ..Options::default()
             },
-            "degrade_after",
+            "degrade_after_ms",
         ),
         (
             Options {
                 recover_rtt: Duration::from_millis(6),
                 ..Options::default()
             },
-            "recover_rtt",
+            "recover_rtt_ms",
         ),
         (
             Options {
                 recover_after: Duration::ZERO,
                 ..Options::default()
             },
-            "recover_after",
+            "recover_after_ms",
         ),
         (
             Options {

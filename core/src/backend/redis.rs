@@ -22,7 +22,7 @@ use super::topology;
 use super::{Request, Verdict};
 use crate::clock::Clock;
 use crate::error::{Error, ErrorKind, Result};
-use crate::limiter::Options;
+use crate::options::Options;
 use crate::primaries::Primary;
 use crate::script::{parse_reply, HEARTBEAT, REPAIR, SLIDING_WINDOW};
 
@@ -477,7 +477,7 @@ fn slot_range(range: &[redis::Value]) -> Option<(u16, u16, (String, u16))> {
 }
 
 /// The URL without its password, for error messages.
-pub(crate) fn redact(url: &str) -> String {
+pub fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
         (Some(s), Some(at)) if at > s => {
             let creds = &url[s + 3..at];

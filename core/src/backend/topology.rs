@@ -16,7 +16,7 @@ use redis::{ConnectionAddr, TlsCertificates, TlsMode};
 
 use super::redis::redact;
 use crate::error::{Error, Result};
-use crate::limiter::Options;
+use crate::options::Options;
 
 pub(crate) enum Topology {
     Standalone(redis::Client),
