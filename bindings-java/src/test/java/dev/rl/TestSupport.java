@@ -93,34 +93,48 @@ final class TestSupport {
         return best;
     }
 
+    /** Running totals are kept modulo 2^52 (lua/sliding_window.lua). */
+    private static final long MOD = 1L << 52;
+
     /**
      * The buckets {@code ms -> permits} stored in a window's LIST (the whole {@code LRANGE 0 -1},
-     * items as ISO-8859-1 strings of their bytes). Item 0 is the header: the permit sum, then the
-     * newest ("open") bucket's ms and permits, then bookkeeping; items 1..n are the older buckets,
-     * ms and permits. Both encodings lua/sliding_window.lua has used are read: decimal text joined
-     * by ':' ({@code "<sum>:<ms>:<permits>..."}, {@code "<ms>:<permits>"}), and big-endian packed
-     * doubles ({@code struct.pack('>ddddd', ...)} / {@code ('>dd', ...)}).
+     * items as ISO-8859-1 strings of their bytes), read as lua/sliding_window.lua documents its
+     * layout: item 0 is the header, packed big-endian doubles {@code (cum, open ms, base, oldest
+     * ms, deadline, longest)}; items 1..n are the closed buckets {@code (ms, cum through this
+     * bucket)}, oldest first. A bucket's permits are its running total minus the previous one
+     * (the first's minus {@code base}); the open bucket's are {@code cum} minus the last closed one.
      */
     static Map<Long, Long> windowBuckets(List<?> items) {
+        long[] head = header(items);
         Map<Long, Long> buckets = new TreeMap<>();
-        for (int i = 0; i < items.size(); i++) {
+        long previous = head[2];
+        for (int i = 1; i < items.size(); i++) {
             long[] f = fields((String) items.get(i));
-            if (i == 0) {
-                if (f.length >= 3) {
-                    buckets.merge(f[1], f[2], Long::sum);
-                }
-            } else if (f.length == 2) {
-                buckets.merge(f[0], f[1], Long::sum);
-            } else {
+            if (f.length != 2) {
                 throw new IllegalStateException("unexpected item " + i + " in a window: " + items.get(i));
             }
+            buckets.merge(f[0], Math.floorMod(f[1] - previous, MOD), Long::sum);
+            previous = f[1];
+        }
+        long open = Math.floorMod(head[0] - previous, MOD);
+        if (open > 0) {
+            buckets.merge(head[1], open, Long::sum);
         }
         return buckets;
     }
 
-    /** The sum the header (item 0) records. */
+    /** The permits the stored buckets hold, from the header's running totals ({@code cum - base}). */
     static long windowSum(List<?> items) {
-        return fields((String) items.get(0))[0];
+        long[] head = header(items);
+        return Math.floorMod(head[0] - head[2], MOD);
+    }
+
+    private static long[] header(List<?> items) {
+        long[] head = fields((String) items.get(0));
+        if (head.length != 6) {
+            throw new IllegalStateException("a window header that is not the 48-byte layout: " + items.get(0));
+        }
+        return head;
     }
 
     /** One stored item's numbers, text or packed. */
