@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Regenerates include/rl.h from bindings-c/src/lib.rs with the pinned cbindgen.
+# Regenerates include/rl.h from bindings-c/src with the pinned cbindgen (run `cargo run -p rl-gen`
+# first when rl-core's tables changed: it writes bindings-c/src/generated.rs).
 #   bindings-c/regen-header.sh            write include/rl.h
 #   bindings-c/regen-header.sh --check    fail if include/rl.h differs from a fresh generation
 # cbindgen is installed once into target/tools (repo-local, ignored by git) when missing or when
@@ -30,7 +31,7 @@ if [ "${1:-}" = "--check" ]; then
     exit 1
   fi
   if ! diff -u include/rl.h "$fresh" >&2; then
-    echo "regen-header: include/rl.h is stale (diff above: checked-in vs generated from bindings-c/src/lib.rs);" \
+    echo "regen-header: include/rl.h is stale (diff above: checked-in vs generated from bindings-c/src);" \
       "run bindings-c/regen-header.sh and commit the result" >&2
     exit 1
   fi

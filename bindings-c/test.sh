@@ -41,7 +41,10 @@ if command -v c++ >/dev/null 2>&1; then
 else
   echo "(no c++ compiler: skipped compiling rl.h as C++)"
 fi
-"$CC" "${cflags[@]}" -o "$out/test_rl" bindings-c/tests/test_rl.c "${link_so[@]}" || die "compiling tests/test_rl.c failed"
+# The suite: main.c (settings, helpers, the list of tests) and one file per concern.
+suite=(main.c test_api.c test_options.c test_backend.c test_fork.c test_threads.c)
+"$CC" "${cflags[@]}" -Ibindings-c/tests -o "$out/test_rl" "${suite[@]/#/bindings-c/tests/}" "${link_so[@]}" ||
+  die "compiling the suite in tests/ failed"
 "$CC" "${cflags[@]}" -o "$out/getting_started" bindings-c/examples/getting_started.c "${link_so[@]}" ||
   die "compiling examples/getting_started.c failed"
 # The static library links with nothing but libc's usual companions.
