@@ -1,6 +1,7 @@
 //! The Node binding's generated surface: the `LimiterOptions`, `Mode` and `Stats` types in
 //! `bindings-node/limiter.d.ts` (a region of the hand-written file), camelCase as Node spells
-//! them, with each row's doc, default and accepted values as TSDoc.
+//! them, with each row's doc, default and accepted values as TSDoc; and the option and stats
+//! tables of `bindings-node/README.md`.
 
 use rl_core::options::{camel_case, Kind, OPTIONS};
 use rl_core::{Mode, StatsKind, STATS_FIELDS};
@@ -94,10 +95,45 @@ fn stats() -> String {
     t + "}\n"
 }
 
+/// The README's option and stats tables, in Node's spelling.
+fn readme_options() -> String {
+    let mut t =
+        String::from("| option | default | accepts | meaning |\n| --- | --- | --- | --- |\n");
+    for s in OPTIONS {
+        t += &format!(
+            "| `{}` | {} | {} | {} |\n",
+            camel_case(s.name),
+            show(&(s.default)(), s.kind),
+            range(s.kind, s.min, s.max),
+            camel_doc(s.doc)
+        );
+    }
+    t
+}
+
+fn readme_stats() -> String {
+    let mut t = String::from("| field | meaning |\n| --- | --- |\n");
+    for f in STATS_FIELDS {
+        t += &format!("| `{}` | {} |\n", camel_case(f.name), camel_doc(f.doc));
+    }
+    t
+}
+
 pub fn outputs() -> Vec<Output> {
-    vec![Output::Region {
-        path: "bindings-node/limiter.d.ts",
-        comment: "//",
-        text: format!("{}\n{}\n{}", options(), mode(), stats()),
-    }]
+    vec![
+        Output::Region {
+            path: "bindings-node/limiter.d.ts",
+            comment: "//",
+            text: format!("{}\n{}\n{}", options(), mode(), stats()),
+        },
+        Output::Region {
+            path: "bindings-node/README.md",
+            comment: "<!--",
+            text: format!(
+                "{}\n#### `stats()` fields\n\n{}",
+                readme_options(),
+                readme_stats()
+            ),
+        },
+    ]
 }
