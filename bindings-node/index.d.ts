@@ -12,12 +12,13 @@ export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-was
 /** The native limiter behind `Limiter` in `limiter.js`. Not meant to be used directly. */
 export declare class NativeLimiter {
   /**
-   * `url`: `redis://...`, `rediss://...`, `memory://` or null/undefined (memory).
-   * `makeError`/`makeDecision`: see `Factories`; `wake`: any function (the threadsafe
-   * function's target, called once per batch of settled calls).
+   * `url`: `redis://...`, `rediss://...`, `memory://` or null/undefined (memory). `options`:
+   * the caller's options object, camelCase keys. `makeError`/`makeDecision`: see `Factories`;
+   * `wake`: any function (the threadsafe function's target, called once per batch of settled
+   * calls).
    */
-  constructor(url: string | undefined | null, options: NativeOptions, makeError: (code: string, message: string, argument: string | null, details: number[]) => Error, makeDecision: (allowed: boolean, remaining: number, used: number, retryAfterMs: number, resetAfterMs: number, mode: number | string, nowMs: number) => NativeDecision, wake: () => void)
-  /** `"redis"` or `"memory"`. */
+  constructor(url: string | undefined | null, options: object, makeError: (code: string, message: string, argument: string | null, details: number[]) => Error, makeDecision: (allowed: boolean, remaining: number, used: number, retryAfterMs: number, resetAfterMs: number, mode: number | string, nowMs: number) => NativeDecision, wake: () => void)
+  /** `"redis"` or `"memory"`; `"closed"` after `close()`. */
   get backend(): string
   get closed(): boolean
   /**
@@ -25,8 +26,15 @@ export declare class NativeLimiter {
    * after `close()`.
    */
   get instanceId(): string | null
-  /** The core's `Stats` (no I/O, never waits); null once closed (the wrapper throws then). */
-  stats(): NativeStats | null
+  /**
+   * The core's `Stats` as a plain object (no I/O, never waits); null once closed (the wrapper
+   * throws then).
+   */
+  stats(): Record<string, string | number> | null
+  /**
+   * `limit`, `windowMs`, `cost`: numbers (the wrapper checks that much); their shape is
+   * checked here, their range by the core.
+   */
   acquire(key: string | Buffer, limit: number, windowMs: number, cost: number): Promise<NativeDecision>
   peek(key: string | Buffer, limit: number, windowMs: number): Promise<NativeDecision>
   reset(key: string | Buffer): Promise<void>
@@ -34,6 +42,12 @@ export declare class NativeLimiter {
   /** Refuses new calls; the promise resolves once every call in flight is settled. Idempotent. */
   close(): Promise<void>
 }
+
+/**
+ * The mode names, in [`rl_core::Mode::ALL`] order: a decision's mode travels as an index into
+ * this list (`limiter.js` reads it once).
+ */
+export declare function modes(): Array<string>
 
 /** One decision, as the promise of `acquire`/`peek` resolves it. */
 export interface NativeDecision {
@@ -44,49 +58,4 @@ export interface NativeDecision {
   resetAfterMs: number
   mode: string
   nowMs: number
-}
-
-/**
- * The limiter options, as `limiter.js` passes them (already type-checked there); absent fields
- * keep the core's defaults.
- */
-export interface NativeOptions {
-  keyPrefix?: string
-  connectTimeoutMs?: number
-  requestTimeoutMs?: number
-  maxClockSkewMs?: number
-  retryDelayMs?: number
-  localFallback?: boolean
-  degradeRttMs?: number
-  degradeAfterMs?: number
-  recoverRttMs?: number
-  recoverAfterMs?: number
-  instances?: number
-  localMaxKeys?: number
-}
-
-/** `rl_core::Stats`, as `stats()` returns it (numbers are exact: counters stay far below 2^53). */
-export interface NativeStats {
-  mode: string
-  topology: string
-  decisionsNormal: number
-  decisionsLocal: number
-  decisionsMemory: number
-  transitionsToLocal: number
-  transitionsToNormal: number
-  stateMs: number
-  stateReason: string
-  redisErrors: number
-  retries: number
-  probes: number
-  repairs: number
-  repairedPermits: number
-  failovers: number
-  instances: number
-  localKeys: number
-  rttSamples: number
-  rttLastUs: number
-  rttP50Us: number
-  rttP99Us: number
-  rttMaxUs: number
 }

@@ -159,11 +159,23 @@ describe('bad constructor arguments throw synchronously', () => {
     [[undefined, { instances: 0 }], RangeError, 'options.instances'],
     [[undefined, { recoverRttMs: 10, degradeRttMs: 5 }], RangeError, 'options.recoverRttMs'],
   ]
-  for (const [what, value] of [['1', 1], ['0', 0], ['"false"', 'false'], ['null', null], ['an object', {}]]) {
+  // Options go to the core's option table as they are: null restores the default and a bigint is
+  // a whole number (checked against the range), so both are accepted there (see `accepted` below).
+  const accepted = [[{ localFallback: null }, 'null']]
+  for (const [what, value] of [['1', 1], ['0', 0], ['"false"', 'false'], ['an object', {}]]) {
     cases.push([[REDIS_URL, { localFallback: value }], TypeError, 'options.localFallback', what])
   }
   for (const field of ['connectTimeoutMs', 'requestTimeoutMs', 'maxClockSkewMs', 'retryDelayMs', 'degradeRttMs', 'degradeAfterMs', 'recoverRttMs', 'recoverAfterMs', 'instances', 'localMaxKeys']) {
-    for (const [what, value, cls] of BAD_NUMBERS) cases.push([[REDIS_URL, { [field]: value }], cls, `options.${field}`, what])
+    for (const [what, value, cls] of BAD_NUMBERS) {
+      if (value === null || typeof value === 'bigint') accepted.push([{ [field]: value }, what])
+      else cases.push([[REDIS_URL, { [field]: value }], cls, `options.${field}`, what])
+    }
+  }
+  for (const [options, what] of accepted) {
+    test(`new Limiter({ ${Object.keys(options)[0]}: ${what} }) is accepted`, async () => {
+      const limiter = new Limiter(REDIS_URL, options)
+      await limiter.close()
+    })
   }
   for (const [args, cls, argument, what] of cases) {
     test(`new Limiter(${what ? `{ ${argument.slice(8)}: ${what} }` : args.map((a) => (typeof a === 'string' ? JSON.stringify(a) : JSON.stringify(a) ?? String(a))).join(', ')}) throws ${cls.name}`, () => {

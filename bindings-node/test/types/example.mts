@@ -37,7 +37,7 @@ export async function misc(): Promise<void> {
   const s: Stats = new Limiter(undefined, fallback).stats()
   const counts: number = s.decisionsNormal + s.decisionsLocal + s.decisionsMemory + s.rttP99Us + s.instances
   const reason: string = s.stateReason
-  const local: boolean = s.mode === 'local' && s.topology !== 'cluster' && d.mode !== 'lease'
+  const local: boolean = s.mode === 'local' && s.topology !== 'cluster' && d.mode !== 'memory'
   const id: string | null = limiter.instanceId
   void counts, reason, local, id
   // @ts-expect-error localFallback is a boolean

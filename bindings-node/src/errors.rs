@@ -1,0 +1,125 @@
+//! `rl_core::Error` as the wrapper's JavaScript error classes.
+//!
+//! `limiter.js` defines the classes and hands each limiter a `makeError(code, message, argument,
+//! details)` factory; this module picks the code, names the argument as the caller wrote it and
+//! passes the core's message through untouched.
+
+use napi::bindgen_prelude::*;
+use napi::sys;
+use rl_core::options::camel_case;
+
+/// The factories `limiter.js` gives each limiter: `makeError` (above) and `makeDecision` (see
+/// `convert`). Kept per limiter, so each limiter uses the classes of the `limiter.js` that made
+/// it. (napi-rs releases a `FunctionRef` safely from any thread and after its environment is
+/// gone.)
+pub(crate) struct Factories {
+    pub(crate) make_error: FunctionRef<ErrorArgs, Unknown<'static>>,
+    pub(crate) make_decision: FunctionRef<(), Unknown<'static>>,
+}
+
+pub(crate) type ErrorArgs = FnArgs<(String, String, Option<String>, Vec<f64>)>;
+
+pub(crate) const PANIC_CODE: &str = "ERR_RL_INTERNAL";
+/// `makeError`'s tag for `Error::InvalidType`: the wrapper raises its TypeError subclass, with
+/// the public code `ERR_RL_INVALID_ARGUMENT`.
+const INVALID_TYPE: &str = "ERR_RL_INVALID_TYPE";
+
+/// The argument an error names, as a JavaScript caller wrote it: `key` and `url` are positional
+/// (and `options` is the object itself); every other name is a field of an options object, in
+/// camelCase (`window_ms` → `options.windowMs`, `retry_delay_ms` → `options.retryDelayMs`).
+pub(crate) fn js_argument(name: &str) -> String {
+    match name {
+        "key" | "url" | "options" => name.to_string(),
+        _ => format!("options.{}", camel_case(name)),
+    }
+}
+
+/// `makeError`'s code, argument, message and details for `e`.
+fn parts(e: &rl_core::Error) -> (&'static str, Option<String>, String, Vec<f64>) {
+    use rl_core::Error as E;
+    match e {
+        E::InvalidArgument { name, message } => (
+            "ERR_RL_INVALID_ARGUMENT",
+            Some(js_argument(name)),
+            message.clone(),
+            vec![],
+        ),
+        E::InvalidType { name, message } => (
+            INVALID_TYPE,
+            Some(js_argument(name)),
+            message.clone(),
+            vec![],
+        ),
+        E::BackendUnavailable(_) => ("ERR_RL_BACKEND_UNAVAILABLE", None, e.to_string(), vec![]),
+        E::ClockSkew {
+            client_ms,
+            server_ms,
+            skew_ms,
+            max_skew_ms,
+        } => (
+            "ERR_RL_CLOCK_SKEW",
+            None,
+            e.to_string(),
+            vec![
+                *client_ms as f64,
+                *server_ms as f64,
+                *skew_ms as f64,
+                *max_skew_ms as f64,
+            ],
+        ),
+        _ => ("ERR_RL_BACKEND", None, e.to_string(), vec![]),
+    }
+}
+
+/// A JavaScript error value as a `napi::Error`, to be thrown when the method returns.
+pub(crate) fn thrown(env: &Env, value: Result<sys::napi_value>) -> Error {
+    match value {
+        Ok(v) => Error::from(unsafe { Unknown::from_raw_unchecked(env.raw(), v) }),
+        Err(e) => e,
+    }
+}
+
+impl Factories {
+    /// The JavaScript error for `code`: an instance of the wrapper's classes.
+    fn error(
+        &self,
+        env: &Env,
+        code: &str,
+        message: String,
+        argument: Option<String>,
+        details: Vec<f64>,
+    ) -> Result<sys::napi_value> {
+        let f = self.make_error.borrow_back(env)?;
+        let v = f.call(FnArgs::from((code.to_string(), message, argument, details)))?;
+        Ok(v.raw())
+    }
+
+    pub(crate) fn core_error(&self, env: &Env, e: &rl_core::Error) -> Result<sys::napi_value> {
+        let (code, argument, message, details) = parts(e);
+        self.error(env, code, message, argument, details)
+    }
+
+    pub(crate) fn panic_error(&self, env: &Env, message: String) -> Result<sys::napi_value> {
+        self.error(env, PANIC_CODE, message, None, vec![])
+    }
+
+    pub(crate) fn closed_error(&self, env: &Env) -> Result<sys::napi_value> {
+        self.error(
+            env,
+            "ERR_RL_CLOSED",
+            "the limiter is closed".into(),
+            None,
+            vec![],
+        )
+    }
+
+    /// `e`, ready to be thrown by a synchronous method.
+    pub(crate) fn throw(&self, env: &Env, e: &rl_core::Error) -> Error {
+        thrown(env, self.core_error(env, e))
+    }
+
+    /// Runs a method's body: a panic in it is thrown as a `NativePanicError`.
+    pub(crate) fn guard<T>(&self, env: &Env, body: impl FnOnce() -> Result<T>) -> Result<T> {
+        rl_core::unwind::call(body).unwrap_or_else(|m| Err(thrown(env, self.panic_error(env, m))))
+    }
+}

@@ -1,0 +1,256 @@
+//! `NativeLimiter`, the class `limiter.js` wraps: opens the core's limiter and runs each call on
+//! the core's runtime (or inline, for the memory backend), settling its promise through `bridge`.
+
+use std::future::Future;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+
+use napi::bindgen_prelude::*;
+use napi::sys;
+use napi_derive::napi;
+use rl_core::unwind::{test_panic, CatchUnwind, TestPanic};
+
+use crate::bridge::{new_promise, settle, Notifier, Notify, Outcome, Queue};
+use crate::convert::{self, key_bytes, whole};
+use crate::errors::{ErrorArgs, Factories, PANIC_CODE};
+use crate::options;
+
+/// The native limiter behind `Limiter` in `limiter.js`. Not meant to be used directly.
+#[napi]
+pub struct NativeLimiter {
+    core: Option<rl_core::Limiter>,
+    inline: bool,
+    instance_id: Option<String>,
+    runtime: tokio::runtime::Handle,
+    queue: Arc<Queue>,
+    notifier: Option<Arc<Notifier>>,
+}
+
+#[napi]
+impl NativeLimiter {
+    /// `url`: `redis://...`, `rediss://...`, `memory://` or null/undefined (memory). `options`:
+    /// the caller's options object, camelCase keys. `makeError`/`makeDecision`: see `Factories`;
+    /// `wake`: any function (the threadsafe function's target, called once per batch of settled
+    /// calls).
+    #[napi(
+        constructor,
+        catch_unwind,
+        ts_args_type = "url: string | undefined | null, options: object, makeError: (code: string, message: string, argument: string | null, details: number[]) => Error, makeDecision: (allowed: boolean, remaining: number, used: number, retryAfterMs: number, resetAfterMs: number, mode: number | string, nowMs: number) => NativeDecision, wake: () => void"
+    )]
+    pub fn new(
+        env: Env,
+        url: Option<String>,
+        options: Object,
+        make_error: Function<ErrorArgs, Unknown<'static>>,
+        make_decision: Function<(), Unknown<'static>>,
+        wake: Function<(), Unknown<'static>>,
+    ) -> Result<Self> {
+        rl_core::unwind::call(|| {
+            Self::open(&env, url, &options, &make_error, &make_decision, &wake)
+        })
+        .unwrap_or_else(|m| {
+            let e = make_error.call(FnArgs::from((PANIC_CODE.to_string(), m, None, vec![])));
+            Err(e.map(Error::from).unwrap_or_else(|e| e))
+        })
+    }
+
+    fn open(
+        env: &Env,
+        url: Option<String>,
+        options: &Object,
+        make_error: &Function<ErrorArgs, Unknown<'static>>,
+        make_decision: &Function<(), Unknown<'static>>,
+        wake: &Function<(), Unknown<'static>>,
+    ) -> Result<Self> {
+        let factories = Factories {
+            make_error: make_error.create_ref()?,
+            make_decision: make_decision.create_ref()?,
+        };
+        let options = options::from_object(options)?.map_err(|e| factories.throw(env, &e))?;
+        let core = rl_core::Limiter::open(url.as_deref(), options)
+            .map_err(|e| factories.throw(env, &e))?;
+        let runtime = rl_core::runtime::handle().map_err(|e| factories.throw(env, &e))?;
+        let inline = core.backend() == rl_core::BackendKind::Memory;
+        let instance_id = core.instance_id().map(str::to_owned);
+
+        let queue = Arc::new(Queue::new(factories));
+        let for_callback = queue.clone();
+        let tsfn: Notify = wake
+            .build_threadsafe_function::<()>()
+            .weak::<true>()
+            .callee_handled::<false>()
+            .build_callback(move |ctx| {
+                for_callback.drain(&ctx.env);
+                Ok(())
+            })?;
+        queue.tsfn.store(tsfn.raw(), Ordering::Relaxed);
+        Ok(NativeLimiter {
+            core: Some(core),
+            inline,
+            instance_id,
+            runtime,
+            queue: queue.clone(),
+            notifier: Some(Arc::new(Notifier { queue, tsfn })),
+        })
+    }
+
+    /// `"redis"` or `"memory"`; `"closed"` after `close()`.
+    #[napi(getter, catch_unwind)]
+    pub fn backend(&self) -> String {
+        match &self.core {
+            Some(c) => c.backend().to_string(),
+            None => "closed".into(),
+        }
+    }
+
+    #[napi(getter, catch_unwind)]
+    pub fn closed(&self) -> bool {
+        self.core.is_none()
+    }
+
+    /// This limiter's id in the fleet's heartbeats in Redis; null for the memory backend. Kept
+    /// after `close()`.
+    #[napi(getter, catch_unwind)]
+    pub fn instance_id(&self) -> Option<String> {
+        self.instance_id.clone()
+    }
+
+    /// The core's `Stats` as a plain object (no I/O, never waits); null once closed (the wrapper
+    /// throws then).
+    #[napi(
+        catch_unwind,
+        ts_return_type = "Record<string, string | number> | null"
+    )]
+    pub fn stats(&self, env: Env) -> Result<Option<Unknown<'static>>> {
+        self.queue.factories.guard(&env, || {
+            self.core
+                .as_ref()
+                .map(|c| convert::stats(&env, &c.stats()))
+                .transpose()
+        })
+    }
+
+    /// `limit`, `windowMs`, `cost`: numbers (the wrapper checks that much); their shape is
+    /// checked here, their range by the core.
+    #[napi(catch_unwind, ts_return_type = "Promise<NativeDecision>")]
+    pub fn acquire(
+        &self,
+        env: Env,
+        key: Either<String, BufferSlice>,
+        limit: f64,
+        window_ms: f64,
+        cost: f64,
+    ) -> Result<Unknown<'static>> {
+        self.queue.factories.guard(&env, || {
+            let nums = whole("limit", limit)
+                .and_then(|l| Ok((l, whole("window_ms", window_ms)?, whole("cost", cost)?)));
+            let key = key_bytes(key);
+            test_panic(TestPanic::Caller, &key);
+            self.run(&env, move |core| async move {
+                test_panic(TestPanic::Future, &key);
+                let (l, w, c) = nums?;
+                core.acquire(key, l, w, c).await.map(Outcome::Decision)
+            })
+        })
+    }
+
+    #[napi(catch_unwind, ts_return_type = "Promise<NativeDecision>")]
+    pub fn peek(
+        &self,
+        env: Env,
+        key: Either<String, BufferSlice>,
+        limit: f64,
+        window_ms: f64,
+    ) -> Result<Unknown<'static>> {
+        self.queue.factories.guard(&env, || {
+            let nums = whole("limit", limit).and_then(|l| Ok((l, whole("window_ms", window_ms)?)));
+            let key = key_bytes(key);
+            test_panic(TestPanic::Caller, &key);
+            self.run(&env, move |core| async move {
+                test_panic(TestPanic::Future, &key);
+                let (l, w) = nums?;
+                core.peek(key, l, w).await.map(Outcome::Decision)
+            })
+        })
+    }
+
+    #[napi(catch_unwind, ts_return_type = "Promise<void>")]
+    pub fn reset(&self, env: Env, key: Either<String, BufferSlice>) -> Result<Unknown<'static>> {
+        self.queue.factories.guard(&env, || {
+            let key = key_bytes(key);
+            test_panic(TestPanic::Caller, &key);
+            self.run(&env, move |core| async move {
+                test_panic(TestPanic::Future, &key);
+                core.reset(key).await.map(|()| Outcome::Done)
+            })
+        })
+    }
+
+    #[napi(catch_unwind, ts_return_type = "Promise<void>")]
+    pub fn ping(&self, env: Env) -> Result<Unknown<'static>> {
+        self.queue.factories.guard(&env, || {
+            self.run(&env, move |core| async move {
+                core.ping().await.map(|()| Outcome::Done)
+            })
+        })
+    }
+
+    /// Refuses new calls; the promise resolves once every call in flight is settled. Idempotent.
+    #[napi(catch_unwind, ts_return_type = "Promise<void>")]
+    pub fn close(&mut self, env: Env) -> Result<Unknown<'static>> {
+        let queue = self.queue.clone();
+        queue.factories.guard(&env, || {
+            self.core = None;
+            let (deferred, promise) = new_promise(&env)?;
+            if queue.pending.load(Ordering::Relaxed) == 0 {
+                settle(&env, &queue.factories, deferred, Outcome::Done);
+            } else {
+                queue
+                    .on_idle
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(deferred);
+            }
+            // Tasks in flight keep their own clone; the threadsafe function is released with the
+            // last.
+            self.notifier = None;
+            Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), promise) })
+        })
+    }
+
+    fn run<F, Fut>(&self, env: &Env, call: F) -> Result<Unknown<'static>>
+    where
+        F: FnOnce(rl_core::Limiter) -> Fut,
+        Fut: Future<Output = rl_core::Result<Outcome>> + Send + 'static,
+    {
+        let (deferred, promise) = new_promise(env)?;
+        let promise = unsafe { Unknown::from_raw_unchecked(env.raw(), promise) };
+        let (Some(core), Some(notifier)) = (&self.core, &self.notifier) else {
+            let e = self.queue.factories.closed_error(env)?;
+            unsafe { sys::napi_reject_deferred(env.raw(), deferred.0, e) };
+            return Ok(promise);
+        };
+        // Polled here or on the runtime, a panic in the call settles its promise all the same.
+        let mut fut = Box::pin(CatchUnwind::new(call(core.clone())));
+        let outcome = |r: std::result::Result<rl_core::Result<Outcome>, String>| match r {
+            Ok(r) => r.unwrap_or_else(Outcome::Failed),
+            Err(panic) => Outcome::Panicked(panic),
+        };
+        if self.inline {
+            // The memory backend never waits: decide right here, no thread hop. (Should it ever
+            // wait, the call simply continues on the runtime below.)
+            if let Poll::Ready(r) = fut.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+                settle(env, &self.queue.factories, deferred, outcome(r));
+                return Ok(promise);
+            }
+        }
+        self.queue.started(env);
+        let notifier = notifier.clone();
+        self.runtime.spawn(async move {
+            let outcome = outcome(fut.await);
+            notifier.complete(deferred, outcome);
+        });
+        Ok(promise)
+    }
+}
