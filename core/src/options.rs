@@ -381,6 +381,11 @@ impl OptionSpec {
                         format!("is {f}; must be {}", self.kind.describe()),
                     ));
                 }
+                if f < self.min as f64 || f > self.max as f64 {
+                    // Checked as a float first, so the message shows the caller's value (a cast
+                    // to i128 would saturate 1e300).
+                    return Err(self.out_of_range(&f.to_string()));
+                }
                 self.in_range(f as i128)
             }
             (Kind::Millis | Kind::Count, Value::Int(n)) => self.in_range(n),
@@ -390,16 +395,20 @@ impl OptionSpec {
 
     fn in_range(&self, n: i128) -> Result<Checked> {
         if n < self.min as i128 || n > self.max as i128 {
-            let unit = if self.kind == Kind::Millis { " ms" } else { "" };
-            return Err(Error::invalid(
-                self.name,
-                format!(
-                    "is {n}{unit}; must be between {} and {}{unit}",
-                    self.min, self.max
-                ),
-            ));
+            return Err(self.out_of_range(&n.to_string()));
         }
         Ok(Checked::Int(n as u64))
+    }
+
+    fn out_of_range(&self, shown: &str) -> Error {
+        let unit = if self.kind == Kind::Millis { " ms" } else { "" };
+        Error::invalid(
+            self.name,
+            format!(
+                "is {shown}{unit}; must be between {} and {}{unit}",
+                self.min, self.max
+            ),
+        )
     }
 }
 

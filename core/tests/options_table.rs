@@ -70,6 +70,14 @@ fn set_checks_type_wholeness_and_range_and_names_the_key() {
 }
 
 #[test]
+fn a_huge_float_is_shown_as_given() {
+    let e = Options::default()
+        .set("retry_delay_ms", Value::Float(1e300))
+        .unwrap_err();
+    assert!(e.to_string().contains("is 1000000000"), "{e}");
+}
+
+#[test]
 fn unknown_options_and_cross_rules_are_refused_by_name() {
     let e = Options::default()
         .set("retry_delay", Value::Int(5))
