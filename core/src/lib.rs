@@ -27,6 +27,7 @@ mod error;
 mod fallback;
 mod fork;
 mod health;
+mod keyed;
 mod keys;
 mod ledger;
 mod limiter;
@@ -36,6 +37,7 @@ mod script;
 mod stats;
 pub mod unwind;
 mod validate;
+mod window;
 
 pub use backend::BackendKind;
 pub use clock::{Clock, ManualClock, SystemClock};
