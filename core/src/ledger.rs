@@ -2,8 +2,8 @@
 //! and the failover repair's source.
 //!
 //! Every permit Redis admits for this instance is recorded here (at the Redis time of the
-//! decision). While the limiter is `local`, decisions are made on this record with this
-//! instance's share of the limit as budget, so what the instance admitted through Redis just
+//! decision). While the limiter is `local`, decisions are made on this record (the shared
+//! sliding window, `window.rs`) with this instance's share of the limit as budget, so what the instance admitted through Redis just
 //! before counts against what it may admit locally: the window spanning the switch does not get
 //! a fresh budget on top of a full one. Permits admitted locally are written back into Redis
 //! before the limiter returns to `normal` (`fleet.rs`, `lua/repair.lua`).
@@ -246,7 +246,9 @@ impl Ledger {
     #[cfg(test)]
     fn consistent(&self) -> bool {
         self.shards.iter().all(|s| {
-            s.clean.iter().all(|(_, l)| l.window.consistent() && !l.local())
+            s.clean
+                .iter()
+                .all(|(_, l)| l.window.consistent() && !l.local())
                 && s.dirty.values().all(|l| l.window.consistent() && l.local())
         }) && self.local_keys() == self.shards.iter().map(|s| s.dirty.len()).sum::<usize>()
     }

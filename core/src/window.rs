@@ -175,6 +175,7 @@ impl<T: Copy + Ord + Default> Window<T> {
             consume,
         } = *rule;
         let budget = share.budget;
+        debug_assert!(budget <= limit, "a share is at most the whole limit");
         let used = self.used(now, window);
         // The others' permits still in the window, and when they leave it.
         let (others, others_leave) = match share.others {
@@ -201,13 +202,12 @@ impl<T: Copy + Ord + Default> Window<T> {
         } else {
             // Each rule, once met, stays met (permits only leave): the request fits at the
             // later of the two. The limit's is met once enough of this window's permits leave
-            // with the others still in, or once the others and enough of this window's left.
+            // with the others still in, or once the others leave (then the budget's rule is the
+            // stricter one, as budget <= limit).
             let frees = |need: u64| self.frees(need, now, window);
             let for_budget = frees((used + cost).saturating_sub(budget)).unwrap_or(window);
-            let alone = frees((used + cost).saturating_sub(limit)).unwrap_or(window);
-            let after_others = others_leave.max(alone);
             let for_limit = frees((used + others + cost).saturating_sub(limit))
-                .map_or(after_others, |t| t.min(after_others));
+                .map_or(others_leave, |t| t.min(others_leave));
             for_budget.max(for_limit).max(1)
         };
         Verdict {

@@ -46,9 +46,19 @@ impl Oracle {
     fn decide(&self, now: u64, rule: &Rule, share: Share) -> Verdict {
         let w = rule.window_ms;
         let allowed = self.fits(now, rule, share);
-        let own = self.used(now, w) + if allowed && rule.consume { rule.cost } else { 0 };
+        let own = self.used(now, w)
+            + if allowed && rule.consume {
+                rule.cost
+            } else {
+                0
+            };
         let others = share.others.filter(|o| o.0 + w > now).map_or(0, |o| o.1);
-        let newest_live = self.events.iter().map(|e| e.0).filter(|t| t + w > now).max();
+        let newest_live = self
+            .events
+            .iter()
+            .map(|e| e.0)
+            .filter(|t| t + w > now)
+            .max();
         let retry_after_ms = if allowed {
             0
         } else if rule.cost > share.budget || rule.cost > rule.limit {
@@ -89,7 +99,12 @@ enum Op {
 }
 
 fn op(max_window: u64) -> impl Strategy<Value = Op> {
-    let decide = (1..=max_window, 1u64..20, any::<prop::sample::Index>(), 1u64..20)
+    let decide = (
+        1..=max_window,
+        1u64..20,
+        any::<prop::sample::Index>(),
+        1u64..20,
+    )
         .prop_flat_map(move |(window_ms, limit, budget, cost)| {
             let budget = budget.index(limit as usize + 1) as u64;
             (
@@ -99,17 +114,19 @@ fn op(max_window: u64) -> impl Strategy<Value = Op> {
                 0u32..3,
             )
         })
-        .prop_map(|((window_ms, limit, budget, cost), consume, others, tag)| Op::Decide {
-            rule: Rule {
-                window_ms,
-                limit,
-                cost,
-                consume,
+        .prop_map(
+            |((window_ms, limit, budget, cost), consume, others, tag)| Op::Decide {
+                rule: Rule {
+                    window_ms,
+                    limit,
+                    cost,
+                    consume,
+                },
+                budget,
+                others,
+                tag,
             },
-            budget,
-            others,
-            tag,
-        });
+        );
     prop_oneof![
         4 => decide,
         3 => prop_oneof![Just(0i64), -3i64..0, 0i64..=max_window as i64].prop_map(Op::Clock),
