@@ -2,8 +2,8 @@
 //! and the failover repair's source.
 //!
 //! Every permit Redis admits for this instance is recorded here (at the Redis time of the
-//! decision). While the limiter is `local`, decisions are made on this record with this
-//! instance's share of the limit as budget, so what the instance admitted through Redis just
+//! decision). While the limiter is `local`, decisions are made on this record (the shared
+//! sliding window, `window.rs`) with this instance's share of the limit as budget, so what the instance admitted through Redis just
 //! before counts against what it may admit locally: the window spanning the switch does not get
 //! a fresh budget on top of a full one. Permits admitted locally are written back into Redis
 //! before the limiter returns to `normal` (`fleet.rs`, `lua/repair.lua`).
@@ -21,37 +21,24 @@
 //! when a shard holds only keys with unwritten permits a new key is denied locally until a flush
 //! writes some back. Those keys are counted, so "anything to flush?" costs nothing.
 
-use std::collections::hash_map::DefaultHasher;
-use std::collections::{HashMap, VecDeque};
-use std::hash::{Hash, Hasher};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
-use std::sync::Mutex;
 
 use lru::LruCache;
 
 use crate::backend::Verdict;
+use crate::keyed::{Shards, SHARDS};
+use crate::window::{Rule, Share, Window};
 
-const SHARDS: usize = 16;
 pub(crate) const MAX_ENTRIES: usize = 4096;
 
-/// `gen` 0: Redis has these permits. Otherwise: admitted locally, to be written to Redis; the
-/// number is the flush generation, so a flush can mark exactly what it sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Entry {
-    ms: u64,
-    permits: u64,
-    gen: u32,
-}
-
+/// One key's record. Bucket tags are flush generations: 0, Redis has these permits; otherwise
+/// admitted locally, to be written to Redis, and the number is the flush generation, so a flush
+/// can mark exactly what it sent.
 #[derive(Debug)]
 struct KeyLog {
     window_ms: u64,
-    entries: VecDeque<Entry>,
-    /// Entries with `gen != 0`.
-    local: usize,
-    /// Permits in `entries`, and those of them Redis has (`gen` 0): kept, not summed per call.
-    sum: u64,
-    redis: u64,
+    window: Window<u32>,
     /// The other instances' permits in the window at the last Redis reply: (its time, permits).
     others: Option<(u64, u64)>,
 }
@@ -60,94 +47,24 @@ impl KeyLog {
     fn new(window_ms: u64) -> Self {
         KeyLog {
             window_ms,
-            entries: VecDeque::new(),
-            local: 0,
-            sum: 0,
-            redis: 0,
+            window: Window::default(),
             others: None,
         }
     }
 
-    fn prune(&mut self, now: u64) {
-        let edge = now.saturating_sub(self.window_ms);
-        while let Some(e) = self.entries.front().filter(|e| e.ms <= edge) {
-            self.local -= usize::from(e.gen != 0);
-            self.sum -= e.permits;
-            self.redis -= if e.gen == 0 { e.permits } else { 0 };
-            self.entries.pop_front();
-        }
+    /// Takes the call's window and forgets what left it; returns `now`, raised to the newest
+    /// bucket's time (out-of-order completions of coalesced batches can bring an older time:
+    /// counted at the newest, a permit stays in the window at least as long).
+    fn advance(&mut self, window_ms: u64, now: u64) -> u64 {
+        self.window_ms = window_ms;
+        let now = self.window.now(now);
+        self.window.prune(now, window_ms);
+        now
     }
 
-    fn push(&mut self, e: Entry) {
-        self.sum += e.permits;
-        self.redis += if e.gen == 0 { e.permits } else { 0 };
-        if let Some(last) = self.entries.back_mut() {
-            if last.ms == e.ms && last.gen == e.gen {
-                last.permits += e.permits;
-                return;
-            }
-        }
-        self.local += usize::from(e.gen != 0);
-        self.entries.push_back(e);
-        if self.entries.len() > MAX_ENTRIES {
-            // Merge a pair of the same generation, so that a flush neither resends permits Redis
-            // has nor misses local ones. Only if every neighbour differs (never seen: local and
-            // Redis admissions do not interleave bucket by bucket) the oldest two merge into the
-            // newer generation, which can only count permits twice, never drop them.
-            let i = (0..self.entries.len() - 1)
-                .find(|&i| self.entries[i].gen == self.entries[i + 1].gen)
-                .unwrap_or(0);
-            let first = self.entries.remove(i).expect("over the cap");
-            let second = &mut self.entries[i];
-            if first.gen != 0 && second.gen != 0 {
-                self.local -= 1;
-            } else if first.gen != second.gen {
-                // The Redis half becomes local.
-                self.redis -= if first.gen == 0 {
-                    first.permits
-                } else {
-                    second.permits
-                };
-            }
-            second.permits += first.permits;
-            second.gen = second.gen.max(first.gen);
-        }
-    }
-
-    fn used(&self) -> u64 {
-        self.sum
-    }
-
-    #[cfg(test)]
-    fn consistent(&self) -> bool {
-        self.sum == self.entries.iter().map(|e| e.permits).sum::<u64>()
-            && self.redis
-                == self
-                    .entries
-                    .iter()
-                    .filter(|e| e.gen == 0)
-                    .map(|e| e.permits)
-                    .sum::<u64>()
-            && self.local == self.entries.iter().filter(|e| e.gen != 0).count()
-    }
-
-    /// The other instances' permits still in the window at `now`.
-    fn others(&self, now: u64) -> u64 {
-        self.others
-            .filter(|&(t, _)| t + self.window_ms > now)
-            .map_or(0, |(_, n)| n)
-    }
-
-    /// How long until `need` of this instance's permits have left the window (0: none need to).
-    fn frees(&self, need: u64, now: u64) -> Option<u64> {
-        if need == 0 {
-            return Some(0);
-        }
-        let mut freed = 0;
-        self.entries.iter().find_map(|e| {
-            freed += e.permits;
-            (freed >= need).then(|| (e.ms + self.window_ms).saturating_sub(now))
-        })
+    /// Whether it holds local permits not yet written to Redis.
+    fn local(&self) -> bool {
+        self.window.has_tagged()
     }
 }
 
@@ -183,12 +100,12 @@ impl Shard {
     /// Moves `key` to the map its state calls for; returns the change in dirty keys.
     fn settle(&mut self, key: &[u8]) -> isize {
         if let Some(log) = self.dirty.get(key) {
-            if log.local == 0 {
+            if !log.local() {
                 let (k, v) = self.dirty.remove_entry(key).expect("present");
                 self.clean.put(k, v);
                 return -1;
             }
-        } else if self.clean.peek(key).is_some_and(|l| l.local > 0) {
+        } else if self.clean.peek(key).is_some_and(KeyLog::local) {
             let (k, v) = self.clean.pop_entry(key).expect("present");
             self.dirty.insert(k, v);
             return 1;
@@ -209,7 +126,7 @@ pub(crate) struct Pending {
 }
 
 pub(crate) struct Ledger {
-    shards: Box<[Mutex<Shard>]>,
+    shards: Shards<Shard>,
     /// The generation new local permits get; a flush takes the ones below it.
     gen: AtomicU32,
     /// Keys holding local permits not yet written to Redis.
@@ -219,26 +136,15 @@ pub(crate) struct Ledger {
 impl Ledger {
     pub(crate) fn new(max_keys: usize) -> Self {
         let cap = max_keys.div_ceil(SHARDS).max(1);
-        let shard = || {
-            Mutex::new(Shard {
+        Ledger {
+            shards: Shards::new(|| Shard {
                 clean: LruCache::unbounded(),
                 dirty: HashMap::new(),
                 cap,
-            })
-        };
-        Ledger {
-            shards: (0..SHARDS).map(|_| shard()).collect(),
+            }),
             gen: AtomicU32::new(1),
             dirty: AtomicUsize::new(0),
         }
-    }
-
-    fn shard(&self, key: &[u8]) -> std::sync::MutexGuard<'_, Shard> {
-        let mut h = DefaultHasher::new();
-        key.hash(&mut h);
-        self.shards[h.finish() as usize % SHARDS]
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
     }
 
     fn settle(&self, shard: &mut Shard, key: &[u8]) {
@@ -252,24 +158,17 @@ impl Ledger {
     /// Records a Redis reply at `ms` (its time): `admitted` permits for this instance (0 for a
     /// denial or a peek), and `used`, what the window held after it.
     pub(crate) fn record(&self, key: &[u8], window_ms: u64, ms: u64, admitted: u64, used: u64) {
-        let mut shard = self.shard(key);
+        let mut shard = self.shards.get(key);
         let Some(log) = shard.log(key, window_ms, true) else {
             return;
         };
-        log.window_ms = window_ms;
-        // Out-of-order completions (coalesced batches) can bring an older time: count it at the
-        // newest, which keeps it in the window at least as long.
-        let ms = log.entries.back().map_or(ms, |b| b.ms.max(ms));
-        log.prune(ms);
+        let ms = log.advance(window_ms, ms);
         if admitted > 0 {
-            log.push(Entry {
-                ms,
-                permits: admitted,
-                gen: 0,
-            });
+            log.window.admit(ms, admitted, 0, MAX_ENTRIES);
         }
         if log.others.is_none_or(|(t, _)| t <= ms) {
-            log.others = Some((ms, used.saturating_sub(log.redis)));
+            let redis = log.window.stored() - log.window.tagged_permits();
+            log.others = Some((ms, used.saturating_sub(redis)));
         }
         self.settle(&mut shard, key);
     }
@@ -287,17 +186,21 @@ impl Ledger {
         consume: bool,
         now: u64,
     ) -> Verdict {
-        let mut shard = self.shard(key);
+        let rule = Rule {
+            window_ms,
+            limit,
+            cost,
+            consume,
+        };
+        let mut shard = self.shards.get(key);
         let Some(log) = shard.log(key, window_ms, consume) else {
             if !consume {
-                let allowed = cost <= budget;
-                return Verdict {
-                    allowed,
-                    used: 0,
-                    retry_after_ms: if allowed { 0 } else { window_ms },
-                    reset_after_ms: 0,
-                    now_ms: now,
+                // A peek on a key never seen: decided on an empty record.
+                let share = Share {
+                    budget,
+                    others: None,
                 };
+                return Window::<u32>::default().decide(now, &rule, share);
             }
             // Every key of this shard holds permits Redis has not seen yet: admitting one more
             // key would mean forgetting some. Denied until a flush writes them back.
@@ -309,70 +212,23 @@ impl Ledger {
                 now_ms: now,
             };
         };
-        log.window_ms = window_ms;
-        let now = log.entries.back().map_or(now, |b| b.ms.max(now));
-        log.prune(now);
-        let used = log.used();
-        let others = log.others(now);
-        // What counts against the budget: own permits, and the others' beyond the limit's room
-        // for the other shares.
-        let counted = |used: u64| used + others.saturating_sub(limit.saturating_sub(budget));
-        if used + cost <= budget && used + others + cost <= limit {
-            let used = if consume {
-                log.push(Entry {
-                    ms: now,
-                    permits: cost,
-                    gen: self.gen.load(Ordering::Acquire),
-                });
-                used + cost
-            } else {
-                used
-            };
-            let reset = if used == 0 {
-                0
-            } else {
-                log.entries.back().map_or(0, |b| b.ms + window_ms - now)
-            };
-            let v = Verdict {
-                allowed: true,
-                used: counted(used),
-                retry_after_ms: 0,
-                reset_after_ms: reset,
-                now_ms: now,
-            };
-            self.settle(&mut shard, key);
-            return v;
+        let now = log.advance(window_ms, now);
+        let share = Share {
+            budget,
+            others: log.others,
+        };
+        let v = log.window.decide(now, &rule, share);
+        if v.allowed && consume {
+            let gen = self.gen.load(Ordering::Acquire);
+            log.window.admit(now, cost, gen, MAX_ENTRIES);
         }
-        // When the same request fits: once enough of the oldest permits leave the window for the
-        // budget, and for the limit (or the others' permits left).
-        let retry = if cost > budget || cost > limit {
-            window_ms
-        } else {
-            let for_budget = log
-                .frees((used + cost).saturating_sub(budget), now)
-                .unwrap_or(window_ms);
-            let others_leave = log
-                .others
-                .map_or(0, |(t, _)| (t + window_ms).saturating_sub(now));
-            let for_limit = log
-                .frees((used + others + cost).saturating_sub(limit), now)
-                .map_or(others_leave, |t| t.min(others_leave));
-            for_budget.max(for_limit).max(1)
-        };
-        let reset = log.entries.back().map_or(0, |b| b.ms + window_ms - now);
-        let v = Verdict {
-            allowed: false,
-            used: counted(used),
-            retry_after_ms: retry,
-            reset_after_ms: reset,
-            now_ms: now,
-        };
-        self.settle(&mut shard, key); // its last local permits may have left the window
+        // A new local permit makes the key dirty; its last ones leaving the window, clean.
+        self.settle(&mut shard, key);
         v
     }
 
     pub(crate) fn forget(&self, key: &[u8]) {
-        let mut shard = self.shard(key);
+        let mut shard = self.shards.get(key);
         if shard.dirty.remove(key).is_some() {
             self.dirty.fetch_sub(1, Ordering::AcqRel);
         }
@@ -382,10 +238,7 @@ impl Ledger {
     pub(crate) fn keys(&self) -> usize {
         self.shards
             .iter()
-            .map(|s| {
-                let s = s.lock().unwrap_or_else(|p| p.into_inner());
-                s.clean.len() + s.dirty.len()
-            })
+            .map(|s| s.clean.len() + s.dirty.len())
             .sum()
     }
 
@@ -393,15 +246,11 @@ impl Ledger {
     #[cfg(test)]
     fn consistent(&self) -> bool {
         self.shards.iter().all(|s| {
-            let s = s.lock().unwrap();
-            s.clean.iter().all(|(_, l)| l.consistent() && l.local == 0)
-                && s.dirty.values().all(|l| l.consistent() && l.local > 0)
-        }) && self.local_keys()
-            == self
-                .shards
+            s.clean
                 .iter()
-                .map(|s| s.lock().unwrap().dirty.len())
-                .sum::<usize>()
+                .all(|(_, l)| l.window.consistent() && !l.local())
+                && s.dirty.values().all(|l| l.window.consistent() && l.local())
+        }) && self.local_keys() == self.shards.iter().map(|s| s.dirty.len()).sum::<usize>()
     }
 
     /// Keys holding locally admitted permits that still wait to be written to Redis.
@@ -426,12 +275,11 @@ impl Ledger {
     /// Keys whose local permits all left the window count as written.
     pub(crate) fn pending(&self, upto: u32, now: u64, with_admitted: bool) -> Vec<Pending> {
         let mut out = Vec::new();
-        for s in self.shards.iter() {
-            let mut s = s.lock().unwrap_or_else(|p| p.into_inner());
+        for mut s in self.shards.iter() {
             let mut expired = Vec::new();
             for (k, l) in s.dirty.iter_mut() {
-                l.prune(l.entries.back().map_or(now, |b| b.ms.max(now)));
-                if l.local == 0 {
+                l.advance(l.window_ms, now);
+                if !l.local() {
                     expired.push(k.clone());
                 }
             }
@@ -444,16 +292,18 @@ impl Ledger {
                 Box::new(s.dirty.iter())
             };
             for (key, log) in logs {
-                let edge = now.saturating_sub(log.window_ms);
-                let live = log.entries.iter().filter(|e| e.ms > edge);
+                let live = log
+                    .window
+                    .buckets()
+                    .filter(|&(ms, _, _)| ms + log.window_ms > now);
                 let local: Vec<_> = live
                     .clone()
-                    .filter(|e| e.gen != 0 && e.gen <= upto)
-                    .map(|e| (e.ms, e.permits))
+                    .filter(|&(_, _, gen)| gen != 0 && gen <= upto)
+                    .map(|(ms, permits, _)| (ms, permits))
                     .collect();
                 let admitted: Vec<_> = if with_admitted {
-                    live.filter(|e| e.gen == 0)
-                        .map(|e| (e.ms, e.permits))
+                    live.filter(|&(_, _, gen)| gen == 0)
+                        .map(|(ms, permits, _)| (ms, permits))
                         .collect()
                 } else {
                     Vec::new()
@@ -473,15 +323,9 @@ impl Ledger {
 
     /// Marks `key`'s local permits of generations `1..=upto` as written to Redis.
     pub(crate) fn flushed(&self, key: &[u8], upto: u32) {
-        let mut shard = self.shard(key);
+        let mut shard = self.shards.get(key);
         if let Some(log) = shard.dirty.get_mut(key) {
-            for e in log.entries.iter_mut() {
-                if e.gen != 0 && e.gen <= upto {
-                    e.gen = 0;
-                    log.local -= 1;
-                    log.redis += e.permits;
-                }
-            }
+            log.window.settle(|gen| gen <= upto);
         }
         self.settle(&mut shard, key);
     }

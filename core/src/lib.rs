@@ -27,6 +27,7 @@ mod error;
 mod fallback;
 mod fork;
 mod health;
+mod keyed;
 mod keys;
 mod ledger;
 mod limiter;
@@ -37,6 +38,7 @@ mod script;
 mod stats;
 pub mod unwind;
 mod validate;
+mod window;
 
 pub use backend::redis::redact;
 pub use backend::BackendKind;
