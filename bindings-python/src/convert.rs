@@ -42,7 +42,7 @@ pub(crate) fn show(obj: &Bound<'_, PyAny>) -> String {
     }
 }
 
-fn type_name(obj: &Bound<'_, PyAny>) -> String {
+pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> String {
     obj.get_type()
         .name()
         .map(|n| n.to_string_lossy().into_owned())

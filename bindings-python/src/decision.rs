@@ -66,7 +66,7 @@ impl Decision {
         }
     }
 
-    /// Which path decided: "normal" (Redis), "memory" (in-process backend), "local", "lease".
+    /// Which path decided: one of `rl.MODES`.
     #[getter]
     fn mode(&self) -> &str {
         &self.mode

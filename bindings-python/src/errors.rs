@@ -111,6 +111,12 @@ pub(crate) fn to_py(py: Python<'_>, e: rl_core::Error) -> PyErr {
         rl_core::Error::InvalidArgument { name, .. } => {
             raise(py, |c| &c.invalid, message, &[("argument", s(py, name))])
         }
+        rl_core::Error::InvalidType { name, .. } => raise(
+            py,
+            |c| &c.invalid_type,
+            message,
+            &[("argument", s(py, name))],
+        ),
         rl_core::Error::BackendUnavailable(_) => raise(py, |c| &c.unavailable, message, &[]),
         rl_core::Error::Backend(_) => raise(py, |c| &c.backend, message, &[]),
         rl_core::Error::ClockSkew {

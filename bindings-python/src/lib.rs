@@ -4,28 +4,38 @@
 //! face of `AsyncLimiter`.
 
 mod aio;
+mod bridge;
 mod convert;
 mod decision;
 mod errors;
 mod lifecycle;
+mod open;
 mod options;
+mod slot;
 mod stats;
 mod sync;
 
 use pyo3::prelude::*;
+use pyo3::types::PyTuple;
 
 #[pymodule]
 fn _rl(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
     m.add_class::<decision::Decision>()?;
-    m.add_class::<stats::Stats>()?;
+    stats::install(m)?;
     m.add_class::<sync::Limiter>()?;
     m.add_class::<aio::AsyncCore>()?;
-    m.add_class::<aio::Bridge>()?;
+    m.add_class::<bridge::Bridge>()?;
     m.add_function(wrap_pyfunction!(lifecycle::_at_exit, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("MAX_WINDOW_MS", rl_core::MAX_WINDOW_MS)?;
     m.add("MAX_PERMITS", rl_core::MAX_PERMITS)?;
     m.add("MAX_KEY_BYTES", rl_core::MAX_KEY_BYTES)?;
+    // The keyword options and the decision modes, from the core's tables.
+    let options = rl_core::OPTIONS.iter().map(|s| s.name);
+    m.add("OPTIONS", PyTuple::new(py, options)?)?;
+    let modes = rl_core::Mode::ALL.iter().map(|m| m.as_str());
+    m.add("MODES", PyTuple::new(py, modes)?)?;
     lifecycle::install(m)?;
     Ok(())
 }

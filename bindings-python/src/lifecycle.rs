@@ -1,10 +1,11 @@
 //! Process lifecycle the binding must survive: `fork()` and interpreter exit.
 //!
-//! Fork: the core gives a child its own runtime and Redis connection (`rl_core` fork
-//! generation). The binding keeps its own generation counter too, for the objects it owns
-//! (asyncio bridges) and so a child never *drops* a limiter it inherited: dropping the parent's
-//! Redis connection would wake a task on the parent's runtime, whose threads do not exist in the
-//! child and whose locks may have been held at the fork. Such a limiter is forgotten instead.
+//! Fork: the core gives a child its own runtime and Redis connection, keyed by its fork
+//! generation (`rl_core::fork_generation`). The binding keys the objects it owns (asyncio
+//! bridges) by the same counter, and a child never *drops* a limiter it inherited: dropping the
+//! parent's Redis connection would wake a task on the parent's runtime, whose threads do not
+//! exist in the child and whose locks may have been held at the fork. Such a limiter is
+//! forgotten instead.
 //!
 //! Exit: at interpreter shutdown CPython (before 3.14) ends a daemon thread that takes the GIL
 //! back after finalization started by unwinding it with `pthread_exit`; that forced unwind meets
@@ -16,18 +17,18 @@
 //! ends, which is what CPython 3.14 does with such threads itself. Non-daemon threads are never
 //! parked (they were joined before `atexit` runs anyway, unless an `atexit` handler started them).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Once;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
 
-static GENERATION: AtomicU64 = AtomicU64::new(0);
-static REGISTER: Once = Once::new();
 /// The gate is closed: set by `_at_exit`.
 static EXITING: AtomicBool = AtomicBool::new(false);
-/// Daemon threads between "back from Redis" and "holding the GIL again".
-static ENTERING: AtomicUsize = AtomicUsize::new(0);
+/// Daemon threads between "back from Redis" and "holding the GIL again", with the fork
+/// generation they were counted in: the fork generation in the high 32 bits, the count in the
+/// low 32. Only the forking thread exists in a child, so a count from an earlier generation is
+/// nobody (read as 0, restarted on the next entry).
+static ENTERING: AtomicU64 = AtomicU64::new(0);
 
 std::thread_local! {
     /// Whether this thread is a daemon thread (`threading.current_thread().daemon`), looked up
@@ -35,24 +36,40 @@ std::thread_local! {
     static DAEMON: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
 }
 
-extern "C" fn in_child() {
-    GENERATION.fetch_add(1, Ordering::SeqCst);
-    // Only the forking thread exists in the child: nobody is on the way back into Python.
-    ENTERING.store(0, Ordering::SeqCst);
+/// The fork generation: 0 in the process that imported `rl`, +1 per fork below it (the core's).
+pub(crate) fn generation() -> u64 {
+    rl_core::fork_generation()
 }
 
-/// The binding's fork generation: 0 in the process that imported `rl`, +1 per fork below it.
-pub(crate) fn generation() -> u64 {
-    REGISTER.call_once(|| {
-        // SAFETY: the handler only touches an atomic, which is async-signal-safe.
-        unsafe {
-            libc::pthread_atfork(None, None, Some(in_child));
-        }
+fn tag() -> u64 {
+    generation() << 32
+}
+
+/// How many daemon threads of this generation are on their way back into Python.
+fn entering() -> u64 {
+    let v = ENTERING.load(Ordering::SeqCst);
+    if v & !0xffff_ffff == tag() {
+        v & 0xffff_ffff
+    } else {
+        0
+    }
+}
+
+/// Adds `delta` (+1 or -1) to this generation's count.
+fn count_entering(delta: i64) {
+    let tag = tag();
+    let _ = ENTERING.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |v| {
+        let n = if v & !0xffff_ffff == tag {
+            v & 0xffff_ffff
+        } else {
+            0
+        };
+        Some(tag | n.saturating_add_signed(delta) & 0xffff_ffff)
     });
-    GENERATION.load(Ordering::Relaxed)
 }
 
 pub(crate) fn install(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // Registers the core's fork handler now, before the application can fork.
     generation();
     let at_exit = m.getattr("_at_exit")?;
     m.py()
@@ -67,7 +84,7 @@ pub(crate) fn install(m: &Bound<'_, PyModule>) -> PyResult<()> {
 pub(crate) fn _at_exit(py: Python<'_>) {
     EXITING.store(true, Ordering::SeqCst);
     let deadline = Instant::now() + Duration::from_secs(2);
-    while ENTERING.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
+    while entering() > 0 && Instant::now() < deadline {
         py.detach(|| std::thread::sleep(Duration::from_micros(200)));
     }
 }
@@ -99,15 +116,15 @@ where
     }
     let out = py.detach(|| {
         let out = f();
-        ENTERING.fetch_add(1, Ordering::SeqCst);
+        count_entering(1);
         if EXITING.load(Ordering::SeqCst) {
-            ENTERING.fetch_sub(1, Ordering::SeqCst);
+            count_entering(-1);
             loop {
                 std::thread::park();
             }
         }
         out
     });
-    ENTERING.fetch_sub(1, Ordering::SeqCst);
+    count_entering(-1);
     out
 }

@@ -1,10 +1,8 @@
 //! `rl.Limiter`: the synchronous API. Each call releases the GIL while it waits on Redis, so
 //! many Python threads share one limiter (and its one multiplexed connection) concurrently.
 
-use std::sync::Mutex;
-
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PyDict};
 
 use rl_core::unwind::{test_panic, TestPanic};
 
@@ -12,98 +10,16 @@ use crate::convert::{self, Arg};
 use crate::decision::Decision;
 use crate::errors;
 use crate::lifecycle;
-use crate::options;
+use crate::open::open;
+use crate::slot::Slot;
 use crate::stats::Stats;
-
-/// The limiter a binding object holds, shared by the sync and async classes: `None` once closed.
-/// The mutex is only ever taken with the GIL held and never across a blocking call, so it is
-/// uncontended and never held at a `fork()` (CPython forks with the GIL held).
-pub(crate) struct Slot {
-    inner: Mutex<Option<rl_core::blocking::Limiter>>,
-    pub memory: bool,
-    pub target: String,
-    /// This limiter's id in the fleet's heartbeats when it was opened (None for memory); a
-    /// forked child is a new instance with its own id, read live from the core while open.
-    opened_instance_id: Option<String>,
-    generation: u64,
-}
-
-impl Slot {
-    pub fn new(opened: options::Opened) -> Slot {
-        let memory = opened.limiter.backend() == rl_core::BackendKind::Memory;
-        let opened_instance_id = opened.limiter.instance_id().map(str::to_owned);
-        Slot {
-            inner: Mutex::new(Some(opened.limiter)),
-            memory,
-            target: opened.target,
-            opened_instance_id,
-            generation: lifecycle::generation(),
-        }
-    }
-
-    pub fn get(&self, py: Python<'_>, what: &str) -> PyResult<rl_core::blocking::Limiter> {
-        match &*self.inner.lock().unwrap_or_else(|p| p.into_inner()) {
-            Some(l) => Ok(l.clone()),
-            None => Err(errors::closed(py, what)),
-        }
-    }
-
-    /// The limiter's `Stats` (no I/O, never waits); LimiterClosed after close().
-    pub fn stats(&self, py: Python<'_>, what: &str) -> PyResult<Stats> {
-        Ok(Stats::from(self.get(py, what)?.stats()))
-    }
-
-    /// The id of this process's instance (each fork generation has its own); after close(), the
-    /// id it had when opened.
-    pub fn instance_id(&self) -> Option<String> {
-        match &*self.inner.lock().unwrap_or_else(|p| p.into_inner()) {
-            Some(l) => l.instance_id().map(str::to_owned),
-            None => self.opened_instance_id.clone(),
-        }
-    }
-
-    pub fn is_closed(&self) -> bool {
-        self.inner
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_none()
-    }
-
-    /// Lets go of the limiter (calls in flight finish with their own reference).
-    pub fn close(&self) {
-        let taken = self.inner.lock().unwrap_or_else(|p| p.into_inner()).take();
-        self.release(taken);
-    }
-
-    fn release(&self, taken: Option<rl_core::blocking::Limiter>) {
-        if let Some(l) = taken {
-            if lifecycle::generation() != self.generation {
-                // Inherited across fork(): see lifecycle.rs for why it must not be dropped here.
-                std::mem::forget(l);
-            }
-        }
-    }
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        let taken = self
-            .inner
-            .get_mut()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
-        self.release(taken);
-    }
-}
 
 /// The synchronous limiter: at most `limit` permits in any `window_ms` span per key. Thread-safe
 /// (calls release the GIL while they wait on Redis; make one per process and share it).
 /// `url=None` or "memory://" is the in-process memory backend; redis://, rediss://, unix://,
-/// redis+sentinel:// and redis+cluster:// URLs use Redis, connected on first use. Options left out
-/// (or None) take the core's defaults: key_prefix "rl:", connect_timeout_ms 500,
-/// request_timeout_ms 500, max_clock_skew_ms 1000, retry_delay_ms 50, local_fallback True,
-/// degrade_rtt_ms 5, degrade_after_ms 100, recover_rtt_ms 2, recover_after_ms 500, instances None
-/// (counted from the fleet's heartbeats), local_max_keys 10000.
+/// redis+sentinel:// and redis+cluster:// URLs use Redis, connected on first use. The keyword
+/// options are the core's (`rl.LimiterOptions` lists them); one left out, or None, takes the
+/// core's default.
 #[pyclass(module = "rl", name = "Limiter", frozen, weakref)]
 pub(crate) struct Limiter {
     slot: Slot,
@@ -114,45 +30,14 @@ const WHAT: &str = "Limiter";
 #[pymethods]
 impl Limiter {
     #[new]
-    #[pyo3(signature = (url=None, *, key_prefix=None, connect_timeout_ms=None, request_timeout_ms=None, max_clock_skew_ms=None,
-        retry_delay_ms=None, local_fallback=None, degrade_rtt_ms=None, degrade_after_ms=None, recover_rtt_ms=None,
-        recover_after_ms=None, instances=None, local_max_keys=None))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (url=None, **options))]
     fn new<'py>(
         py: Python<'py>,
         url: Option<Bound<'py, PyAny>>,
-        key_prefix: Option<Bound<'py, PyAny>>,
-        connect_timeout_ms: Option<Bound<'py, PyAny>>,
-        request_timeout_ms: Option<Bound<'py, PyAny>>,
-        max_clock_skew_ms: Option<Bound<'py, PyAny>>,
-        retry_delay_ms: Option<Bound<'py, PyAny>>,
-        local_fallback: Option<Bound<'py, PyAny>>,
-        degrade_rtt_ms: Option<Bound<'py, PyAny>>,
-        degrade_after_ms: Option<Bound<'py, PyAny>>,
-        recover_rtt_ms: Option<Bound<'py, PyAny>>,
-        recover_after_ms: Option<Bound<'py, PyAny>>,
-        instances: Option<Bound<'py, PyAny>>,
-        local_max_keys: Option<Bound<'py, PyAny>>,
+        options: Option<Bound<'py, PyDict>>,
     ) -> PyResult<Self> {
         errors::guard(py, || {
-            let opened = options::open(
-                py,
-                options::Args {
-                    url,
-                    key_prefix,
-                    connect_timeout_ms,
-                    request_timeout_ms,
-                    max_clock_skew_ms,
-                    retry_delay_ms,
-                    local_fallback,
-                    degrade_rtt_ms,
-                    degrade_after_ms,
-                    recover_rtt_ms,
-                    recover_after_ms,
-                    instances,
-                    local_max_keys,
-                },
-            )?;
+            let opened = open(py, url.as_ref(), options.as_ref())?;
             Ok(Limiter {
                 slot: Slot::new(opened),
             })
@@ -266,14 +151,10 @@ impl Limiter {
         self.slot.instance_id()
     }
 
-    /// "redis" or "memory".
+    /// "redis" or "memory"; "closed" after close().
     #[getter]
     fn backend(&self) -> &'static str {
-        if self.slot.memory {
-            "memory"
-        } else {
-            "redis"
-        }
+        self.slot.backend()
     }
 
     #[getter]

@@ -20,7 +20,7 @@ def sync_use(url: str) -> bool:
         assert_type(d.mode, str)
         assert_type(lim.peek(b"api:orders", 5000, 1000, ), rl.Decision)
         assert_type(lim.reset("api:orders"), None)
-        assert_type(lim.backend, Literal["redis", "memory"])
+        assert_type(lim.backend, Literal["redis", "memory", "closed"])
         assert_type(lim.redis_key("k"), bytes)
         lim.acquire("k", 10, 1000, cost=2)
         lim.acquire("k", 10.0, 1000)  # type: ignore[arg-type]
@@ -34,7 +34,11 @@ def sync_use(url: str) -> bool:
 def fallback_and_stats(url: str) -> int:
     lim = rl.Limiter(url, retry_delay_ms=20, local_fallback=True, degrade_rtt_ms=10, degrade_after_ms=200,
                      recover_rtt_ms=5, recover_after_ms=1000, instances=4, local_max_keys=50_000)
-    rl.Limiter(url, instances=None, local_fallback=False)
+    rl.Limiter(url, instances=None, local_fallback=False, client_clock=True)
+    rl.Limiter(url, client_clock="yes")  # type: ignore[arg-type]
+    rl.Limiter(url, retry_delay=50)  # type: ignore[call-arg]
+    opts: rl.LimiterOptions = {"request_timeout_ms": 200, "client_clock": False}
+    rl.AsyncLimiter(url, **opts)
     rl.Limiter(url, local_fallback=1)  # type: ignore[arg-type]
     rl.Limiter(url, retry_delay_ms=0.05)  # type: ignore[arg-type]
     s = lim.stats()

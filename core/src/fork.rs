@@ -15,7 +15,9 @@ extern "C" fn in_child() {
 }
 
 /// The current fork generation: 0 in the original process, +1 in each descendant generation.
-pub(crate) fn generation() -> u64 {
+/// Public so that a binding keys its own fork-sensitive objects by the same counter (one
+/// `pthread_atfork` handler, not one per layer).
+pub fn generation() -> u64 {
     REGISTER.call_once(|| {
         // SAFETY: registering a handler that only touches an atomic is async-signal-safe, as
         // fork's child handlers must be.

@@ -46,6 +46,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use decision::{Decision, Mode};
 pub use duration::parse_duration_ms;
 pub use error::{Error, ErrorKind, Result};
+pub use fork::generation as fork_generation;
 pub use keys::redis_key;
 pub use limiter::Limiter;
 pub use options::{OptionSpec, Options, OPTIONS};

@@ -20,7 +20,7 @@ import asyncio
 import weakref
 from asyncio import AbstractEventLoop, get_running_loop
 from types import TracebackType
-from typing import Dict, Literal, Optional, Tuple, Type, Union
+from typing import TYPE_CHECKING, Dict, Literal, Optional, Tuple, Type, Union
 
 from ._errors import (
     BackendError,
@@ -32,7 +32,11 @@ from ._errors import (
     NativePanicError,
     RateLimitError,
 )
-from ._rl import MAX_KEY_BYTES, MAX_PERMITS, MAX_WINDOW_MS, AsyncCore as _AsyncCore, Bridge as _Bridge, Decision, Limiter, Stats, __version__
+from ._options import LimiterOptions
+from ._rl import MAX_KEY_BYTES, MAX_PERMITS, MAX_WINDOW_MS, MODES, OPTIONS, AsyncCore as _AsyncCore, Bridge as _Bridge, Decision, Limiter, Stats, __version__
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack as _Unpack
 
 __all__ = [
     "AsyncLimiter",
@@ -45,9 +49,12 @@ __all__ = [
     "Key",
     "Limiter",
     "LimiterClosed",
+    "LimiterOptions",
     "MAX_KEY_BYTES",
     "MAX_PERMITS",
     "MAX_WINDOW_MS",
+    "MODES",
+    "OPTIONS",
     "NativePanicError",
     "RateLimitError",
     "Stats",
@@ -117,48 +124,14 @@ class AsyncLimiter:
 
     ``url=None`` (or ``"memory://"``) is the in-process memory backend; ``redis://``,
     ``rediss://`` (TLS), ``unix://``, ``redis+sentinel://`` and ``redis+cluster://`` URLs use
-    Redis. Options left out (or ``None``) take the core's defaults: ``key_prefix="rl:"``,
-    ``connect_timeout_ms=500``, ``request_timeout_ms=500``, ``max_clock_skew_ms=1000``,
-    ``retry_delay_ms=50``, ``local_fallback=True``, ``degrade_rtt_ms=5``,
-    ``degrade_after_ms=100``, ``recover_rtt_ms=2``, ``recover_after_ms=500``, ``instances=None``
-    (counted from the fleet's heartbeats in Redis), ``local_max_keys=10000``. Nothing is
-    connected until the first call.
+    Redis. The keyword options are :class:`LimiterOptions` (names in ``rl.OPTIONS``); one left
+    out, or ``None``, takes the core's default. Nothing is connected until the first call.
     """
 
     __slots__ = ("_core", "_memory", "_last", "__weakref__")
 
-    def __init__(
-        self,
-        url: Optional[str] = None,
-        *,
-        key_prefix: Optional[str] = None,
-        connect_timeout_ms: Optional[int] = None,
-        request_timeout_ms: Optional[int] = None,
-        max_clock_skew_ms: Optional[int] = None,
-        retry_delay_ms: Optional[int] = None,
-        local_fallback: Optional[bool] = None,
-        degrade_rtt_ms: Optional[int] = None,
-        degrade_after_ms: Optional[int] = None,
-        recover_rtt_ms: Optional[int] = None,
-        recover_after_ms: Optional[int] = None,
-        instances: Optional[int] = None,
-        local_max_keys: Optional[int] = None,
-    ) -> None:
-        self._core = _AsyncCore(
-            url,
-            key_prefix=key_prefix,
-            connect_timeout_ms=connect_timeout_ms,
-            request_timeout_ms=request_timeout_ms,
-            max_clock_skew_ms=max_clock_skew_ms,
-            retry_delay_ms=retry_delay_ms,
-            local_fallback=local_fallback,
-            degrade_rtt_ms=degrade_rtt_ms,
-            degrade_after_ms=degrade_after_ms,
-            recover_rtt_ms=recover_rtt_ms,
-            recover_after_ms=recover_after_ms,
-            instances=instances,
-            local_max_keys=local_max_keys,
-        )
+    def __init__(self, url: Optional[str] = None, **options: _Unpack[LimiterOptions]) -> None:
+        self._core = _AsyncCore(url, **options)
         self._memory = self._core.backend == "memory"
         # The last loop used (weakly) and its bridge, as one tuple so threads see a consistent
         # pair: skips the registry on the hot path.
@@ -238,8 +211,8 @@ class AsyncLimiter:
         return self._core.instance_id
 
     @property
-    def backend(self) -> Literal["redis", "memory"]:
-        """``"redis"`` or ``"memory"``."""
+    def backend(self) -> Literal["redis", "memory", "closed"]:
+        """``"redis"`` or ``"memory"``; ``"closed"`` after ``close()``."""
         return self._core.backend
 
     @property
