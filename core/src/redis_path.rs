@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
-use crate::backend::redis::{RedisBackend, RepairCall};
+use crate::backend::redis::{RedisBackend, RepairCall, Settings};
 use crate::backend::{Request, Verdict};
 use crate::clock::{Clock, SystemClock};
 use crate::decision::Mode;
@@ -114,7 +114,15 @@ enum Outcome {
 
 impl RedisPath {
     pub(crate) fn new(url: &str, options: &Options) -> Result<Self> {
-        let backend = RedisBackend::open(url, options)?;
+        let backend = RedisBackend::open(
+            url,
+            &Settings {
+                connect_timeout: options.connect_timeout,
+                request_timeout: options.request_timeout,
+                clock: options.clock.clone(),
+                max_clock_skew_ms: options.max_clock_skew_ms,
+            },
+        )?;
         Ok(RedisPath {
             backend,
             fleet_key: format!("{}instances", options.key_prefix).into_bytes(),

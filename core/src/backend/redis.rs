@@ -26,7 +26,6 @@ use super::topology;
 use super::{Request, Verdict};
 use crate::clock::Clock;
 use crate::error::{Error, ErrorKind, Result};
-use crate::limiter::Options;
 use crate::primaries::Primary;
 
 pub(crate) struct RedisBackend {
@@ -60,8 +59,17 @@ pub(crate) struct RepairCall<'a> {
     pub failover: &'a [(u64, u64)],
 }
 
+/// What the backend takes from the limiter's options (the rest is the resilient path's).
+pub(crate) struct Settings {
+    pub connect_timeout: Duration,
+    pub request_timeout: Duration,
+    /// A client clock instead of Redis TIME, and its allowed distance from it.
+    pub clock: Option<Arc<dyn Clock>>,
+    pub max_clock_skew_ms: u64,
+}
+
 impl RedisBackend {
-    pub(crate) fn open(url: &str, options: &Options) -> Result<Self> {
+    pub(crate) fn open(url: &str, options: &Settings) -> Result<Self> {
         let topology = topology::open(url, options.connect_timeout, options.request_timeout)?;
         // No response timeout inside redis-rs: every decision is already bounded as a whole by
         // the limiter, and a second timer per request costs throughput for nothing.
