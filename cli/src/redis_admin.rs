@@ -1,42 +1,197 @@
 //! The benchmarks' side channel to Redis: clock, key cleanup, command counters, memory. It uses its
-//! own connection so none of this is timed as limiter latency, and the commands it sends during a
+//! own connections so none of this is timed as limiter latency, and the commands it sends during a
 //! run (INFO, MEMORY USAGE) are subtracted from the counts by name.
+//!
+//! It reads the URL with rl-core's URL module, so it reaches every deployment the limiter does:
+//! one server, the primary the Sentinels name, or every master of a Cluster. On a Cluster the
+//! figures (commands, server time) are summed over the masters, and a key's commands go to the
+//! master that owns its slot.
 
 use std::collections::{BTreeMap, HashSet};
 use std::time::Instant;
 
 use redis::aio::MultiplexedConnection;
-use redis::Value;
+use redis::{ConnectionInfo, TlsCertificates, Value};
+use rl_core::url::{Deployment, Node, RedisUrl};
 use serde::Serialize;
 
-use crate::target::redact;
 use crate::{CliResult, Failure};
 
 /// Commands this module sends between two snapshots; never attributed to a limiter.
 const OWN_COMMANDS: &[&str] = &["info", "memory|usage"];
 
 pub struct Admin {
+    /// The one server (standalone, or the Sentinels' primary), or every master of a Cluster.
+    masters: Vec<Master>,
+    /// Cluster only: `CLUSTER SLOTS` ranges, first and last slot and the index in `masters`.
+    slots: Vec<(u16, u16, usize)>,
+    certs: Option<TlsCertificates>,
+}
+
+struct Master {
+    info: ConnectionInfo,
     conn: MultiplexedConnection,
 }
 
 impl Admin {
     pub async fn connect(url: &str) -> CliResult<Admin> {
-        let unreachable = |e: redis::RedisError| {
-            Failure::new(format!("cannot reach Redis at {}: {e}", redact(url)))
+        let parsed = rl_core::url::parse(url)?;
+        let unreachable = |e: String| {
+            Failure::new(format!(
+                "cannot reach Redis at {}: {e}",
+                rl_core::redact(url)
+            ))
         };
-        let client = redis::Client::open(url).map_err(unreachable)?;
-        Ok(Admin {
-            conn: client
-                .get_multiplexed_async_connection()
+        let mut admin = Admin {
+            masters: Vec::new(),
+            slots: Vec::new(),
+            certs: parsed.certificates()?,
+        };
+        match &parsed.deployment {
+            Deployment::Standalone { info, .. } | Deployment::Unix { info, .. } => {
+                admin.add(info.clone()).await.map_err(unreachable)?;
+            }
+            Deployment::Sentinel {
+                sentinels, master, ..
+            } => {
+                let primary = admin
+                    .ask_sentinels(&parsed, sentinels, master)
+                    .await
+                    .map_err(unreachable)?;
+                admin
+                    .add(parsed.node_info(&primary))
+                    .await
+                    .map_err(unreachable)?;
+            }
+            Deployment::Cluster { seeds } => admin
+                .add_masters(&parsed, seeds)
                 .await
                 .map_err(unreachable)?,
-        })
+        }
+        Ok(admin)
+    }
+
+    fn client(&self, info: ConnectionInfo) -> redis::RedisResult<redis::Client> {
+        // Same TCP settings as rl-core (TCP_NODELAY), so the baselines that connect through here
+        // price the scripts and the client code, not Nagle's algorithm.
+        let info = info.set_tcp_settings(redis::io::tcp::TcpSettings::default().set_nodelay(true));
+        match &self.certs {
+            Some(c) => redis::Client::build_with_tls(info, c.clone()),
+            None => redis::Client::open(info),
+        }
+    }
+
+    async fn add(&mut self, info: ConnectionInfo) -> Result<usize, String> {
+        let conn = self
+            .client(info.clone())
+            .map_err(|e| e.to_string())?
+            .get_multiplexed_async_connection()
+            .await
+            .map_err(|e| format!("{}: {e}", info.addr()))?;
+        self.masters.push(Master { info, conn });
+        Ok(self.masters.len() - 1)
+    }
+
+    /// The primary's address, from the first Sentinel that knows it.
+    async fn ask_sentinels(
+        &self,
+        url: &RedisUrl,
+        sentinels: &[Node],
+        master: &str,
+    ) -> Result<Node, String> {
+        let mut errors = Vec::new();
+        for s in sentinels {
+            let asked = async {
+                let mut c = self
+                    .client(url.sentinel_info(s))?
+                    .get_multiplexed_async_connection()
+                    .await?;
+                redis::cmd("SENTINEL")
+                    .arg("GET-MASTER-ADDR-BY-NAME")
+                    .arg(master)
+                    .query_async::<Option<(String, u16)>>(&mut c)
+                    .await
+            };
+            match asked.await {
+                Ok(Some((host, port))) => return Ok(Node { host, port }),
+                Ok(None) => {
+                    errors.push(format!("{}:{} knows no master {master:?}", s.host, s.port))
+                }
+                Err(e) => errors.push(format!("Sentinel {}:{}: {e}", s.host, s.port)),
+            }
+        }
+        Err(errors.join("; "))
+    }
+
+    /// Every master of the Cluster, from the first seed that answers `CLUSTER SLOTS`.
+    async fn add_masters(&mut self, url: &RedisUrl, seeds: &[Node]) -> Result<(), String> {
+        let mut errors = Vec::new();
+        for seed in seeds {
+            let asked = async {
+                let mut c = self
+                    .client(url.node_info(seed))?
+                    .get_multiplexed_async_connection()
+                    .await?;
+                redis::cmd("CLUSTER")
+                    .arg("SLOTS")
+                    .query_async::<Vec<Vec<Value>>>(&mut c)
+                    .await
+            };
+            let ranges = match asked.await {
+                Ok(r) => r,
+                Err(e) => {
+                    errors.push(format!("{}:{}: {e}", seed.host, seed.port));
+                    continue;
+                }
+            };
+            let mut known: Vec<Node> = Vec::new();
+            for (first, last, (host, port)) in ranges.iter().filter_map(|r| slot_range(r)) {
+                let node = Node { host, port };
+                let i = match known.iter().position(|n| *n == node) {
+                    Some(i) => i,
+                    None => {
+                        let i = self.add(url.node_info(&node)).await?;
+                        known.push(node);
+                        i
+                    }
+                };
+                self.slots.push((first, last, i));
+            }
+            if self.masters.is_empty() {
+                return Err(format!(
+                    "{}:{}: the Cluster serves no slot",
+                    seed.host, seed.port
+                ));
+            }
+            return Ok(());
+        }
+        Err(errors.join("; "))
+    }
+
+    /// The master that holds `key` (the only one off a Cluster). The slot is computed here: a
+    /// `CLUSTER KEYSLOT` during a run would be counted as the limiter's.
+    fn master_for(&self, key: &[u8]) -> CliResult<&Master> {
+        if self.slots.is_empty() {
+            return Ok(&self.masters[0]);
+        }
+        let slot = rl_harness::key_slot(key);
+        self.slots
+            .iter()
+            .find(|(first, last, _)| (*first..=*last).contains(&slot))
+            .map(|&(_, _, i)| &self.masters[i])
+            .ok_or_else(|| Failure::new(format!("no Cluster master serves slot {slot}")))
+    }
+
+    /// A new client of the master that holds `key`, for a baseline script that works on it.
+    pub async fn client_for(&self, key: &[u8]) -> CliResult<redis::Client> {
+        let info = self.master_for(key)?.info.clone();
+        Ok(self.client(info)?)
     }
 
     /// Redis TIME in µs, and the local instant it corresponds to (the midpoint of the round trip),
     /// so a schedule can be aligned to the server's window boundaries.
     pub async fn server_time(&self) -> CliResult<(u64, Instant)> {
-        let mut c = self.conn.clone();
+        let mut c = self.masters[0].conn.clone();
         let before = Instant::now();
         let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut c).await?;
         let after = Instant::now();
@@ -44,14 +199,22 @@ impl Admin {
     }
 
     pub async fn del(&self, key: &[u8]) -> CliResult<()> {
-        let mut c = self.conn.clone();
+        let mut c = self.master_for(key)?.conn.clone();
         redis::cmd("DEL").arg(key).query_async::<()>(&mut c).await?;
         Ok(())
     }
 
-    /// Deletes every key matching a SCAN pattern (a baseline keeps one key per window index).
+    /// Deletes every key matching a SCAN pattern (a baseline keeps one key per window index), on
+    /// every master.
     pub async fn del_matching(&self, pattern: &str) -> CliResult<u64> {
-        let mut c = self.conn.clone();
+        let mut deleted = 0;
+        for m in &self.masters {
+            deleted += self.del_matching_on(m.conn.clone(), pattern).await?;
+        }
+        Ok(deleted)
+    }
+
+    async fn del_matching_on(&self, mut c: MultiplexedConnection, pattern: &str) -> CliResult<u64> {
         let mut cursor: u64 = 0;
         let mut deleted = 0;
         loop {
@@ -63,9 +226,15 @@ impl Admin {
                 .arg(1000)
                 .query_async(&mut c)
                 .await?;
-            if !keys.is_empty() {
+            // One key per DEL on a Cluster: a multi-key DEL must stay within one slot.
+            let batches: Vec<&[Vec<u8>]> = match self.slots.is_empty() {
+                true if !keys.is_empty() => vec![&keys[..]],
+                true => Vec::new(),
+                false => keys.chunks(1).collect(),
+            };
+            for batch in batches {
                 deleted += redis::cmd("DEL")
-                    .arg(&keys)
+                    .arg(batch)
                     .query_async::<u64>(&mut c)
                     .await?;
             }
@@ -78,7 +247,7 @@ impl Admin {
 
     /// Bytes Redis attributes to `key`, counting every element (SAMPLES 0); `None` if it is absent.
     pub async fn memory_usage(&self, key: &[u8]) -> CliResult<Option<u64>> {
-        let mut c = self.conn.clone();
+        let mut c = self.master_for(key)?.conn.clone();
         Ok(redis::cmd("MEMORY")
             .arg("USAGE")
             .arg(key)
@@ -88,14 +257,19 @@ impl Admin {
             .await?)
     }
 
+    /// The command counters, summed over the masters.
     pub async fn snapshot(&self) -> CliResult<Snapshot> {
-        let mut c = self.conn.clone();
-        let text: String = redis::cmd("INFO")
-            .arg("stats")
-            .arg("commandstats")
-            .query_async(&mut c)
-            .await?;
-        Ok(Snapshot::parse(&text))
+        let mut sum = Snapshot::default();
+        for m in &self.masters {
+            let mut c = m.conn.clone();
+            let text: String = redis::cmd("INFO")
+                .arg("stats")
+                .arg("commandstats")
+                .query_async(&mut c)
+                .await?;
+            sum.add(&Snapshot::parse(&text));
+        }
+        Ok(sum)
     }
 
     /// The commands among `names` that a script cannot call (EVALSHA, SCRIPT LOAD, HELLO ...): the
@@ -105,7 +279,7 @@ impl Admin {
         &self,
         names: impl IntoIterator<Item = &str>,
     ) -> CliResult<HashSet<String>> {
-        let mut c = self.conn.clone();
+        let mut c = self.masters[0].conn.clone();
         let names: Vec<&str> = names.into_iter().collect();
         if names.is_empty() {
             return Ok(HashSet::new());
@@ -183,6 +357,22 @@ impl Admin {
     }
 }
 
+/// One `CLUSTER SLOTS` entry: `[first, last, [host, port, id, ...], replicas...]`.
+fn slot_range(range: &[Value]) -> Option<(u16, u16, (String, u16))> {
+    let int = |v: &Value| redis::from_redis_value_ref::<u16>(v).ok();
+    let Value::Array(master) = range.get(2)? else {
+        return None;
+    };
+    let host = redis::from_redis_value_ref::<String>(master.first()?)
+        .ok()
+        .filter(|h| !h.is_empty() && h != "?")?;
+    Some((
+        int(range.first()?)?,
+        int(range.get(1)?)?,
+        (host, int(master.get(1)?)?),
+    ))
+}
+
 fn has_flag(flags: &Value, flag: &str) -> bool {
     let items = match flags {
         Value::Array(v) | Value::Set(v) => v,
@@ -206,6 +396,16 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    fn add(&mut self, other: &Snapshot) {
+        self.total_commands += other.total_commands;
+        for (name, calls) in &other.calls {
+            *self.calls.entry(name.clone()).or_default() += calls;
+        }
+        for (name, usec) in &other.usec {
+            *self.usec.entry(name.clone()).or_default() += usec;
+        }
+    }
+
     pub fn parse(info: &str) -> Snapshot {
         let mut s = Snapshot::default();
         for line in info.lines() {
@@ -257,5 +457,15 @@ mod tests {
         assert_eq!(s.calls["evalsha"], 7);
         assert_eq!(s.calls["memory|usage"], 2);
         assert_eq!(s.usec["evalsha"], 70);
+        let mut sum = s.clone();
+        sum.add(&s);
+        assert_eq!(
+            (
+                sum.total_commands,
+                sum.calls["evalsha"],
+                sum.usec["evalsha"]
+            ),
+            (84, 14, 140)
+        );
     }
 }

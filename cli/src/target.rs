@@ -55,7 +55,7 @@ impl Target {
         match (&self.url, &self.server) {
             (None, _) => "memory backend (no Redis)".to_string(),
             (Some(_), Some(s)) => format!("private redis-server 127.0.0.1:{}", s.port()),
-            (Some(url), None) => redact(url),
+            (Some(url), None) => rl_core::redact(url),
         }
     }
 
@@ -73,15 +73,5 @@ impl Target {
             })?;
         }
         Ok(())
-    }
-}
-
-/// Keeps a password in the URL out of reports and logs.
-pub fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme_end), Some(at)) if at > scheme_end => {
-            format!("{}://***@{}", &url[..scheme_end], &url[at + 1..])
-        }
-        _ => url.to_string(),
     }
 }

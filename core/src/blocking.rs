@@ -1,6 +1,7 @@
 //! A synchronous limiter for callers without an async runtime: the C ABI, Java and synchronous
 //! Python use it. A Redis call runs the async core on the calling thread under the shared runtime
-//! (see `runtime.rs`); a memory-backend call never waits, so it skips the runtime altogether.
+//! (see `runtime.rs`); a memory-backend call never waits, so it is decided in place and skips the
+//! runtime altogether ([`runtime::run_or_block`]).
 
 use crate::decision::Decision;
 use crate::error::Result;
@@ -46,30 +47,19 @@ impl Limiter {
         window_ms: u64,
         cost: u64,
     ) -> Result<Decision> {
-        let key = key.as_ref();
-        if let Some(d) = self
-            .inner
-            .decide_in_place(key, limit, window_ms, cost, true)
-        {
-            return d;
-        }
-        runtime::block_on(self.inner.acquire(key, limit, window_ms, cost))?
+        self.run(self.inner.acquire(key.as_ref(), limit, window_ms, cost))?
     }
 
     pub fn peek(&self, key: impl AsRef<[u8]>, limit: u64, window_ms: u64) -> Result<Decision> {
-        let key = key.as_ref();
-        if let Some(d) = self.inner.decide_in_place(key, limit, window_ms, 1, false) {
-            return d;
-        }
-        runtime::block_on(self.inner.peek(key, limit, window_ms))?
+        self.run(self.inner.peek(key.as_ref(), limit, window_ms))?
     }
 
     pub fn reset(&self, key: impl AsRef<[u8]>) -> Result<()> {
-        runtime::block_on(self.inner.reset(key.as_ref()))?
+        self.run(self.inner.reset(key.as_ref()))?
     }
 
     pub fn ping(&self) -> Result<()> {
-        runtime::block_on(self.inner.ping())?
+        self.run(self.inner.ping())?
     }
 
     /// See [`crate::Limiter::stats`]; never waits.
@@ -79,5 +69,13 @@ impl Limiter {
 
     pub fn instance_id(&self) -> Option<&str> {
         self.inner.instance_id()
+    }
+
+    /// Only Redis calls wait (and need the runtime).
+    fn run<F: std::future::Future + Send>(&self, fut: F) -> Result<F::Output>
+    where
+        F::Output: Send,
+    {
+        runtime::run_or_block(fut, self.inner.backend() == BackendKind::Redis)
     }
 }

@@ -122,7 +122,7 @@ impl From<redis::RedisError> for Error {
                 .any(|s| text.contains(s));
         // So is a certificate or TLS handshake failure (every topology words it the same way,
         // the cluster client inside its "initial connections" I/O error).
-        if auth || crate::backend::tls::handshake_failed(&text) {
+        if auth || handshake_failed(&text) {
             return Error::Backend(text);
         }
         if e.is_timeout()
@@ -141,6 +141,30 @@ impl From<redis::RedisError> for Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// How rustls words a failed handshake: a certificate the client does not trust (unknown CA,
+/// wrong name, expired), the server refusing ours (an alert: certificate required, unknown CA), or
+/// a peer that does not speak the same TLS. None of them is an outage: retrying or waiting does not
+/// fix them, so they reach the caller as `Backend` errors, like a wrong password, instead of
+/// sending the limiter local for good (see `From<redis::RedisError>` above). A connection reset or timeout during the
+/// handshake stays an outage: it cannot be told apart from a server going away.
+const HANDSHAKE_FAILURES: [&str; 10] = [
+    "invalid peer certificate",
+    "received fatal alert",
+    "peer sent no certificates",
+    "peer is incompatible",
+    "peer misbehaved",
+    "received corrupt message",
+    "received unexpected message",
+    "received unexpected handshake message",
+    "cannot decrypt peer's message",
+    "invalid certificate revocation list",
+];
+
+/// Whether an error's text says the TLS handshake failed (a misconfiguration).
+fn handshake_failed(text: &str) -> bool {
+    HANDSHAKE_FAILURES.iter().any(|s| text.contains(s))
+}
 
 #[cfg(test)]
 mod tests {

@@ -10,7 +10,7 @@
 //!
 //! Two thresholds and two periods make it hysteretic: a Redis hovering around one threshold
 //! cannot flip the limiter back and forth. Leaving `local` is decided by the probe task alone
-//! (`fleet.rs`), never by a caller, so callers in `local` never wait on Redis at all.
+//! (`redis_path.rs`), never by a caller, so callers in `local` never wait on Redis at all.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;

@@ -6,7 +6,7 @@
 //! sliding window, `window.rs`) with this instance's share of the limit as budget, so what the instance admitted through Redis just
 //! before counts against what it may admit locally: the window spanning the switch does not get
 //! a fresh budget on top of a full one. Permits admitted locally are written back into Redis
-//! before the limiter returns to `normal` (`fleet.rs`, `lua/repair.lua`).
+//! before the limiter returns to `normal` (`redis_path.rs`, `lua/repair.lua`).
 //!
 //! It also keeps, per key, what the other instances held in the window as of the last Redis
 //! reply (that reply's `used` minus this instance's own permits, counted as if all admitted at

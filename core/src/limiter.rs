@@ -9,10 +9,10 @@ use crate::backend::{BackendKind, Request, Verdict};
 use crate::clock::SystemClock;
 use crate::decision::{Decision, Mode};
 use crate::error::{Error, Result};
-use crate::fallback::RedisPath;
 use crate::options::Options;
+use crate::redis_path::RedisPath;
 use crate::stats::Stats;
-use crate::{keys, validate};
+use crate::{keys, url, validate};
 
 enum Backend {
     Redis(Arc<RedisPath>),
@@ -28,7 +28,7 @@ struct Inner {
 impl std::fmt::Debug for Inner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let backend = match &self.backend {
-            Backend::Redis(r) => format!("{:?}", r.backend),
+            Backend::Redis(r) => format!("{r:?}"),
             Backend::Memory(_) => "memory".into(),
         };
         f.debug_struct("Limiter")
@@ -56,13 +56,13 @@ impl Limiter {
                 let clock = options.clock.clone().unwrap_or_else(|| Arc::new(SystemClock));
                 Backend::Memory(MemoryBackend::new(clock))
             }
-            Some(u) if crate::backend::topology::is_redis_url(u) => Backend::Redis(Arc::new(RedisPath::new(u, &options)?)),
+            Some(u) if url::is_redis_url(u) => Backend::Redis(Arc::new(RedisPath::new(u, &options)?)),
             Some(u) => {
                 return Err(Error::invalid(
                     "url",
                     format!(
                         "{:?} is not a redis://, rediss://, redis+sentinel://, redis+cluster:// or memory:// URL",
-                        crate::backend::redis::redact(u)
+                        url::redact(u)
                     ),
                 ))
             }
@@ -142,11 +142,7 @@ impl Limiter {
         let key = key.as_ref();
         validate::key(key)?;
         match &self.inner.backend {
-            Backend::Redis(r) => {
-                let redis_key = self.redis_key(key);
-                r.ledger.forget(&redis_key);
-                r.backend.reset(&redis_key).await
-            }
+            Backend::Redis(r) => r.reset(&self.redis_key(key)).await,
             Backend::Memory(m) => {
                 m.reset(key);
                 Ok(())
@@ -157,7 +153,7 @@ impl Limiter {
     /// Checks that the backend answers (connecting if needed), for readiness probes and fail-fast startup.
     pub async fn ping(&self) -> Result<()> {
         match &self.inner.backend {
-            Backend::Redis(r) => r.backend.ping().await,
+            Backend::Redis(r) => r.ping().await,
             Backend::Memory(_) => Ok(()),
         }
     }
@@ -191,38 +187,7 @@ impl Limiter {
                 rtt_max_us: 0,
             };
         };
-        let c = &r.health.counters;
-        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let (age, reason) = r.health.state_age();
-        let rtt = r.health.rtt();
-        Stats {
-            mode: if r.is_local() {
-                Mode::Local
-            } else {
-                Mode::Normal
-            },
-            topology: r.backend.topology_name(),
-            decisions_normal: get(&c.normal),
-            decisions_local: get(&c.local),
-            decisions_memory: memory,
-            transitions_to_local: get(&c.to_local),
-            transitions_to_normal: get(&c.to_normal),
-            state_ms: age.as_millis() as u64,
-            state_reason: reason,
-            redis_errors: get(&c.errors),
-            retries: get(&c.retries),
-            probes: get(&c.probes),
-            repairs: get(&c.repairs),
-            repaired_permits: get(&c.repaired_permits),
-            failovers: get(&c.failovers),
-            instances: r.instances(),
-            local_keys: r.ledger.keys() as u64,
-            rtt_samples: rtt.samples,
-            rtt_last_us: rtt.last_us,
-            rtt_p50_us: rtt.p50_us,
-            rtt_p99_us: rtt.p99_us,
-            rtt_max_us: rtt.max_us,
-        }
+        r.stats(memory)
     }
 
     /// This limiter's id in the fleet's heartbeats (`None` for the memory backend).
@@ -231,35 +196,6 @@ impl Limiter {
             Backend::Redis(r) => Some(r.instance_id()),
             Backend::Memory(_) => None,
         }
-    }
-
-    /// Decides right here when the backend never waits (memory), so synchronous callers skip the
-    /// async machinery; `None` for backends that do I/O.
-    pub(crate) fn decide_in_place(
-        &self,
-        key: &[u8],
-        limit: u64,
-        window_ms: u64,
-        cost: u64,
-        consume: bool,
-    ) -> Option<Result<Decision>> {
-        let Backend::Memory(m) = &self.inner.backend else {
-            return None;
-        };
-        Some(validate::acquire(key, limit, window_ms, cost).map(|()| {
-            self.inner.memory_decisions.fetch_add(1, Ordering::Relaxed);
-            to_decision(
-                m.decide(&Request {
-                    key,
-                    limit,
-                    window_ms,
-                    cost,
-                    consume,
-                }),
-                limit,
-                Mode::Memory,
-            )
-        }))
     }
 
     async fn decide(&self, req: Request<'_>) -> Result<Decision> {

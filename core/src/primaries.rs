@@ -1,7 +1,7 @@
 //! Which server is primary for which hash slots, and when a slot's primary is a server that never
 //! held slots before: a failover promoted a replica, or a primary restarted and lost its data. Such
 //! a primary may lack permits this instance saw admitted, which the failover repair writes back
-//! (`fallback.rs`, `lua/repair.lua`).
+//! (`redis_path.rs`, `lua/repair.lua`).
 //!
 //! A server is known by its run id (`INFO server`), which is new with every process. Standalone
 //! and Sentinel have one primary for every slot; on Cluster each slot range has its own (from

@@ -6,7 +6,9 @@
 
 use std::cell::RefCell;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Mutex;
+use std::task::{Context, Poll, Waker};
 
 use tokio::runtime::{Builder, Handle, Runtime};
 
@@ -67,4 +69,101 @@ where
     }
     std::thread::scope(|s| s.spawn(|| handle.block_on(fut)).join())
         .map_err(|_| Error::Backend("a blocking rl call panicked".into()))
+}
+
+/// What [`run_or_spawn`] did with a future.
+#[derive(Debug)]
+pub enum Started<T> {
+    /// Done at its first poll, on the calling thread; the completion was not made.
+    Ready(T),
+    /// Continues as a task on the core's runtime; the completion gets its output there.
+    Spawned,
+}
+
+/// Decides now if it can, else hands the call to the runtime: the one way an async call starts
+/// from a foreign caller (Node, Java and Python asyncio bindings). `fut` is polled once on the
+/// calling thread, inside the runtime's context (Redis calls arm timers and spawn), with a waker
+/// that does nothing: a memory-backend decision or an argument error is ready at once and comes
+/// back as [`Started::Ready`], with no task, no thread hop and no completion made. Otherwise the
+/// same future (already started: nothing is sent twice) is spawned, and `completion()` is made
+/// and called with its output on a runtime thread; the spawned task's first poll registers its
+/// own waker, so no wake-up is lost.
+///
+/// `completion` is made only when needed because making one can cost (a JNI global reference,
+/// a promise's thread-safe callback). A binding that must settle its caller even after a panic
+/// passes a future wrapped in [`crate::unwind::CatchUnwind`].
+pub fn run_or_spawn<F, M, C>(fut: F, completion: M) -> Result<Started<F::Output>>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+    M: FnOnce() -> C,
+    C: FnOnce(F::Output) + Send + 'static,
+{
+    let handle = handle()?;
+    let mut fut = Box::pin(fut);
+    let first = {
+        let _in_runtime = handle.enter();
+        poll_once(fut.as_mut())
+    };
+    if let Poll::Ready(out) = first {
+        return Ok(Started::Ready(out));
+    }
+    let complete = completion();
+    handle.spawn(async move { complete(fut.await) });
+    Ok(Started::Spawned)
+}
+
+/// Runs `fut` to completion from synchronous code, the blocking facade's twin of
+/// [`run_or_spawn`]: when `waits` is false (a backend that never waits: memory) it is polled once
+/// right here, outside any runtime, so such calls never start the runtime's threads; otherwise,
+/// or should it not be ready after all, it goes to [`block_on`].
+pub fn run_or_block<F>(fut: F, waits: bool) -> Result<F::Output>
+where
+    F: Future + Send,
+    F::Output: Send,
+{
+    let mut fut = std::pin::pin!(fut);
+    if !waits {
+        if let Poll::Ready(out) = poll_once(fut.as_mut()) {
+            return Ok(out);
+        }
+    }
+    block_on(fut)
+}
+
+/// One poll with a waker that does nothing (whoever polls next registers a real one).
+fn poll_once<F: Future + ?Sized>(fut: Pin<&mut F>) -> Poll<F::Output> {
+    fut.poll(&mut Context::from_waker(Waker::noop()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ready_future_is_decided_in_place() {
+        let r = run_or_spawn(async { 7 }, || -> fn(u32) { |_| panic!("no completion") });
+        assert!(matches!(r, Ok(Started::Ready(7))));
+        assert_eq!(run_or_block(async { 8 }, false).unwrap(), 8);
+    }
+
+    #[test]
+    fn a_waiting_future_completes_on_the_runtime() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let fut = async {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            9
+        };
+        let r = run_or_spawn(fut, move || move |v| tx.send(v).unwrap()).unwrap();
+        assert!(matches!(r, Started::Spawned));
+        assert_eq!(
+            rx.recv_timeout(std::time::Duration::from_secs(5)).unwrap(),
+            9
+        );
+        let fut = async {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            10
+        };
+        assert_eq!(run_or_block(fut, true).unwrap(), 10);
+    }
 }

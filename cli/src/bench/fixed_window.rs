@@ -26,13 +26,13 @@ pub struct FixedDecision {
 impl FixedWindow {
     /// One connection per instance, like rl's limiters in the same run, with the same timeouts so
     /// neither side gets more patience from its client.
+    /// `client` reaches the server that holds the base key (see `Admin::client_for`).
     pub async fn connect(
-        url: &str,
+        client: redis::Client,
         base_key: &str,
         connect: Duration,
         request: Duration,
     ) -> CliResult<FixedWindow> {
-        let client = redis::Client::open(url)?;
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(connect))
             .set_response_timeout(Some(request));

@@ -152,7 +152,7 @@ async fn run_one(
             )
         }
         Kind::Fixed => {
-            let (url, admin) = (url.expect("checked: Redis"), admin.expect("checked: Redis"));
+            let admin = admin.expect("checked: Redis");
             let o = options(a);
             let base = fixed_window::base_key(&o.key_prefix, &a.key);
             admin
@@ -160,8 +160,10 @@ async fn run_one(
                 .await?;
             let mut fixed = Vec::with_capacity(n);
             for _ in 0..n {
+                let client = admin.client_for(base.as_bytes()).await?;
                 fixed.push(
-                    FixedWindow::connect(url, &base, o.connect_timeout, o.request_timeout).await?,
+                    FixedWindow::connect(client, &base, o.connect_timeout, o.request_timeout)
+                        .await?,
                 );
             }
             fixed[0].warm_up().await?;

@@ -103,15 +103,16 @@ async fn throughput(a: &ThroughputArgs, target: &Target) -> CliResult<Throughput
                 a.key.as_bytes(),
             ))
             .expect("escaping a UTF-8 key keeps it UTF-8");
+            let admin = Admin::connect(url).await?;
             let r = RawZset::connect(
-                url,
+                admin.client_for(raw_key.as_bytes()).await?,
                 &raw_key,
                 options.connect_timeout,
                 options.request_timeout,
             )
             .await?;
             r.load().await?;
-            (Some(Imp::Raw(r)), Some(Admin::connect(url).await?))
+            (Some(Imp::Raw(r)), Some(admin))
         }
         None => (None, None),
     };

@@ -24,17 +24,14 @@ pub struct RawZset {
 impl RawZset {
     /// Same connect and response timeouts as rl-core's defaults, so neither side is given more
     /// patience than the other.
+    /// `client` reaches the server that holds `key` (see `Admin::client_for`), with rl-core's TCP
+    /// settings.
     pub async fn connect(
-        url: &str,
+        client: redis::Client,
         key: &str,
         connect: Duration,
         request: Duration,
     ) -> CliResult<RawZset> {
-        // Same TCP settings as rl-core (TCP_NODELAY), so the comparison prices the scripts and
-        // the client code, not Nagle's algorithm.
-        let info = redis::IntoConnectionInfo::into_connection_info(url)?
-            .set_tcp_settings(redis::io::tcp::TcpSettings::default().set_nodelay(true));
-        let client = redis::Client::open(info)?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(connect))
             .set_response_timeout(Some(request));

@@ -5,7 +5,7 @@ pub(crate) mod coalesce;
 pub(crate) mod connection;
 pub(crate) mod memory;
 pub(crate) mod redis;
-pub(crate) mod tls;
+pub(crate) mod script;
 pub(crate) mod topology;
 
 use std::fmt;

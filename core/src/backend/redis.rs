@@ -1,10 +1,13 @@
-//! The Redis backend: EVALSHA of `lua/sliding_window.lua` over the topology's connection
-//! (`connection.rs`), with concurrent requests for one key sharing one call (`coalesce.rs`).
+//! The Redis backend: EVALSHA of `lua/sliding_window.lua` (`script.rs`) over the topology's
+//! connection (`topology.rs`, `connection.rs`), with concurrent requests for one key sharing one
+//! call (`coalesce.rs`); also the heartbeat, primary discovery and repair calls the resilient path
+//! makes.
 //!
 //! The connection is made lazily on first use: opening a limiter never blocks or fails because
 //! Redis is briefly away, and a limiter outlives Redis restarts and failovers. Bounding a decision
-//! in time, retrying it and falling back are the limiter's job (`limiter.rs`, `health.rs`); the
-//! batches this module sends on its own (`drive`) are bounded by the request timeout.
+//! in time, retrying it and falling back are the resilient path's job (`redis_path.rs`, with
+//! `health.rs` and `ledger.rs`); the batches this module sends on its own (`drive`) are bounded by
+//! the request timeout.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -18,13 +21,12 @@ use tokio::sync::oneshot;
 
 use super::coalesce::{Op, Queues, Turn, Waiter, MAX_WAITING};
 use super::connection::{Conn, Connector};
+use super::script::{self, parse_reply, HEARTBEAT, REPAIR, SLIDING_WINDOW};
 use super::topology;
 use super::{Request, Verdict};
 use crate::clock::Clock;
 use crate::error::{Error, ErrorKind, Result};
-use crate::options::Options;
 use crate::primaries::Primary;
-use crate::script::{parse_reply, HEARTBEAT, REPAIR, SLIDING_WINDOW};
 
 pub(crate) struct RedisBackend {
     shared: Arc<Shared>,
@@ -57,9 +59,18 @@ pub(crate) struct RepairCall<'a> {
     pub failover: &'a [(u64, u64)],
 }
 
+/// What the backend takes from the limiter's options (the rest is the resilient path's).
+pub(crate) struct Settings {
+    pub connect_timeout: Duration,
+    pub request_timeout: Duration,
+    /// A client clock instead of Redis TIME, and its allowed distance from it.
+    pub clock: Option<Arc<dyn Clock>>,
+    pub max_clock_skew_ms: u64,
+}
+
 impl RedisBackend {
-    pub(crate) fn open(url: &str, options: &Options) -> Result<Self> {
-        let topology = topology::parse(url, options)?;
+    pub(crate) fn open(url: &str, options: &Settings) -> Result<Self> {
+        let topology = topology::open(url, options.connect_timeout, options.request_timeout)?;
         // No response timeout inside redis-rs: every decision is already bounded as a whole by
         // the limiter, and a second timer per request costs throughput for nothing.
         let config = ConnectionManagerConfig::new()
@@ -241,7 +252,7 @@ impl RedisBackend {
         c: &RepairCall<'_>,
     ) -> Result<(u64, u64)> {
         let pairs = |v: &[(u64, u64)]| {
-            crate::script::pack(&v.iter().flat_map(|&(t, n)| [t, n]).collect::<Vec<_>>())
+            script::pack(&v.iter().flat_map(|&(t, n)| [t, n]).collect::<Vec<_>>())
         };
         self.shared
             .bounded("repair", async {
@@ -251,7 +262,7 @@ impl RedisBackend {
                     .key(marker_key)
                     .arg("rl-repair-1")
                     .arg(c.instance)
-                    .arg(crate::script::pack(&[c.window_ms, c.ttl_ms]))
+                    .arg(script::pack(&[c.window_ms, c.ttl_ms]))
                     .arg(c.local_token)
                     .arg(pairs(c.local))
                     .arg(c.epoch)
@@ -437,15 +448,13 @@ impl Shared {
         let (id, mut conn): (u64, Conn) = self.connector.get().await?;
         let client_now = self.clock.as_ref().map(|c| c.now_ms());
         let mut inv = SLIDING_WINDOW.key(redis_key);
-        inv.arg("rl1").arg(crate::script::pack(&[
-            client_now.unwrap_or(0),
-            self.max_skew_ms,
-        ]));
+        inv.arg("rl1")
+            .arg(script::pack(&[client_now.unwrap_or(0), self.max_skew_ms]));
         let mut requests = Vec::with_capacity(ops.len() * 4);
         for op in ops {
             requests.extend_from_slice(&[op.consume as u64, op.window_ms, op.limit, op.cost]);
         }
-        inv.arg(crate::script::pack(&requests));
+        inv.arg(script::pack(&requests));
         let reply = self.check(id, inv.invoke_async::<redis::Value>(&mut conn).await)?;
         parse_reply(reply, ops.len(), client_now, self.max_skew_ms)
     }
@@ -474,33 +483,4 @@ fn slot_range(range: &[redis::Value]) -> Option<(u16, u16, (String, u16))> {
         u16::try_from(last).ok()?,
         (host, port),
     ))
-}
-
-/// The URL without its password, for error messages.
-pub fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(s), Some(at)) if at > s => {
-            let creds = &url[s + 3..at];
-            match creds.find(':') {
-                Some(c) => format!("{}{}:***{}", &url[..s + 3], &creds[..c], &url[at..]),
-                None => url.to_string(),
-            }
-        }
-        _ => url.to_string(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn redact_hides_password_only() {
-        assert_eq!(
-            super::redact("redis://app:s3cret@127.0.0.1:6379/2"),
-            "redis://app:***@127.0.0.1:6379/2"
-        );
-        assert_eq!(
-            super::redact("redis://127.0.0.1:6379"),
-            "redis://127.0.0.1:6379"
-        );
-    }
 }

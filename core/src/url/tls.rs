@@ -4,24 +4,63 @@
 //! (`tls-auth-clients yes`). The files are read once, when the limiter opens, so a wrong path is
 //! an `InvalidArgument` then and not an outage later.
 
+use std::path::PathBuf;
+
 use redis::{ClientTlsConfig, TlsCertificates};
 
 const PARAMS: [&str; 3] = ["tls_ca", "tls_cert", "tls_key"];
 
+/// The TLS files a URL names (percent-decoded paths; `cert` and `key` come together).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TlsFiles {
+    pub ca: Option<PathBuf>,
+    pub cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
+}
+
+impl TlsFiles {
+    pub fn is_empty(&self) -> bool {
+        self.ca.is_none() && self.cert.is_none() && self.key.is_none()
+    }
+
+    /// The files' contents for redis-rs, `None` when the URL names none. `Err` is a message about
+    /// the URL.
+    pub(crate) fn read(&self) -> Result<Option<TlsCertificates>, String> {
+        if self.is_empty() {
+            return Ok(None);
+        }
+        let read = |name: &str, path: &PathBuf| {
+            std::fs::read(path).map_err(|e| format!("`{name}` file {path:?}: {e}"))
+        };
+        let client_tls = match (&self.cert, &self.key) {
+            (Some(c), Some(k)) => Some(ClientTlsConfig {
+                client_cert: read("tls_cert", c)?,
+                client_key: read("tls_key", k)?,
+            }),
+            _ => None,
+        };
+        let root_cert = self.ca.as_ref().map(|p| read("tls_ca", p)).transpose()?;
+        Ok(Some(TlsCertificates {
+            client_tls,
+            root_cert,
+        }))
+    }
+}
+
 /// The URL without the TLS parameters (other query parameters are kept, for redis-rs), and the
-/// certificates they name, if any. `Err` is a message about the URL.
-pub(crate) fn take(url: &str, tls: bool) -> Result<(String, Option<TlsCertificates>), String> {
+/// files they name. `Err` is a message about the URL.
+pub(crate) fn take(url: &str, tls: bool) -> Result<(String, TlsFiles), String> {
     let Some((base, query)) = url.split_once('?') else {
-        return Ok((url.to_string(), None));
+        return Ok((url.to_string(), TlsFiles::default()));
     };
-    let (mut ca, mut cert, mut key) = (None, None, None);
+    let mut files = TlsFiles::default();
     let mut kept = Vec::new();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
         let slot = match name {
-            "tls_ca" => &mut ca,
-            "tls_cert" => &mut cert,
-            "tls_key" => &mut key,
+            "tls_ca" => &mut files.ca,
+            "tls_cert" => &mut files.cert,
+            "tls_key" => &mut files.key,
             _ => {
                 kept.push(pair);
                 continue;
@@ -30,7 +69,7 @@ pub(crate) fn take(url: &str, tls: bool) -> Result<(String, Option<TlsCertificat
         if value.is_empty() {
             return Err(format!("`{name}` needs a file path"));
         }
-        if slot.replace(super::topology::decode(value)).is_some() {
+        if slot.replace(super::decode(value).into()).is_some() {
             return Err(format!("`{name}` is given twice"));
         }
     }
@@ -39,8 +78,8 @@ pub(crate) fn take(url: &str, tls: bool) -> Result<(String, Option<TlsCertificat
     } else {
         format!("{base}?{}", kept.join("&"))
     };
-    if ca.is_none() && cert.is_none() && key.is_none() {
-        return Ok((rest, None));
+    if files.is_empty() {
+        return Ok((rest, files));
     }
     if !tls {
         return Err(format!(
@@ -48,59 +87,26 @@ pub(crate) fn take(url: &str, tls: bool) -> Result<(String, Option<TlsCertificat
             PARAMS.join(", ")
         ));
     }
-    let read = |name: &str, path: &str| {
-        std::fs::read(path).map_err(|e| format!("`{name}` file {path:?}: {e}"))
-    };
-    let client_tls = match (cert, key) {
-        (Some(c), Some(k)) => Some(ClientTlsConfig {
-            client_cert: read("tls_cert", &c)?,
-            client_key: read("tls_key", &k)?,
-        }),
-        (None, None) => None,
-        _ => return Err("`tls_cert` and `tls_key` go together".into()),
-    };
-    let root_cert = ca.map(|p| read("tls_ca", &p)).transpose()?;
-    Ok((
-        rest,
-        Some(TlsCertificates {
-            client_tls,
-            root_cert,
-        }),
-    ))
-}
-
-/// How rustls words a failed handshake: a certificate the client does not trust (unknown CA,
-/// wrong name, expired), the server refusing ours (an alert: certificate required, unknown CA), or
-/// a peer that does not speak the same TLS. None of them is an outage: retrying or waiting does not
-/// fix them, so they reach the caller as `Backend` errors, like a wrong password, instead of
-/// sending the limiter local for good (see `error.rs`). A connection reset or timeout during the
-/// handshake stays an outage: it cannot be told apart from a server going away.
-const HANDSHAKE_FAILURES: [&str; 10] = [
-    "invalid peer certificate",
-    "received fatal alert",
-    "peer sent no certificates",
-    "peer is incompatible",
-    "peer misbehaved",
-    "received corrupt message",
-    "received unexpected message",
-    "received unexpected handshake message",
-    "cannot decrypt peer's message",
-    "invalid certificate revocation list",
-];
-
-/// Whether an error's text says the TLS handshake failed (a misconfiguration).
-pub(crate) fn handshake_failed(text: &str) -> bool {
-    HANDSHAKE_FAILURES.iter().any(|s| text.contains(s))
+    if files.cert.is_some() != files.key.is_some() {
+        return Err("`tls_cert` and `tls_key` go together".into());
+    }
+    Ok((rest, files))
 }
 
 #[cfg(test)]
 mod tests {
     use super::take;
 
+    /// `take` then `read`, as opening a limiter does.
+    fn certs(url: &str, tls: bool) -> Result<(String, Option<redis::TlsCertificates>), String> {
+        let (rest, files) = take(url, tls)?;
+        Ok((rest, files.read()?))
+    }
+
     #[test]
     fn no_query_or_other_parameters_pass_through() {
-        assert_eq!(take("rediss://h:1/0", true).unwrap().0, "rediss://h:1/0");
-        let (rest, certs) = take("redis://h:1/0?protocol=resp3", false).unwrap();
+        assert_eq!(certs("rediss://h:1/0", true).unwrap().0, "rediss://h:1/0");
+        let (rest, certs) = certs("redis://h:1/0?protocol=resp3", false).unwrap();
         assert_eq!(
             (rest.as_str(), certs.is_none()),
             ("redis://h:1/0?protocol=resp3", true)
@@ -118,7 +124,7 @@ mod tests {
         let url = format!(
             "rediss://h:1/?tls_ca={d}/ca.pem&protocol=resp3&tls_cert={d}/c.pem&tls_key={d}/k.pem"
         );
-        let (rest, certs) = take(&url, true).unwrap();
+        let (rest, certs) = certs(&url, true).unwrap();
         assert_eq!(rest, "rediss://h:1/?protocol=resp3");
         let certs = certs.unwrap();
         assert_eq!(certs.root_cert.as_deref(), Some(&b"ca.pem"[..]));
@@ -147,7 +153,7 @@ mod tests {
                 "\"/nonexistent/ca.pem\"",
             ),
         ] {
-            let e = take(url, tls).unwrap_err();
+            let e = certs(url, tls).unwrap_err();
             assert!(e.contains(says), "{url}: {e}");
         }
     }

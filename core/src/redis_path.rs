@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
-use crate::backend::redis::{RedisBackend, RepairCall};
+use crate::backend::redis::{RedisBackend, RepairCall, Settings};
 use crate::backend::{Request, Verdict};
 use crate::clock::{Clock, SystemClock};
 use crate::decision::Mode;
@@ -24,6 +24,7 @@ use crate::health::{Health, Streak, Thresholds};
 use crate::ledger::Ledger;
 use crate::options::Options;
 use crate::primaries::{epoch_in, Primaries};
+use crate::stats::Stats;
 
 /// How often an instance announces itself, and how long an announcement counts.
 const HEARTBEAT_EVERY: Duration = Duration::from_secs(1);
@@ -32,12 +33,12 @@ const LIVE_MS: u64 = 3000;
 /// figure (8 gateways share a limit). A cold-started fleet of n instances then admits at most
 /// `n * floor(limit / 8)` in any window: within the limit for up to 8 instances, and for more the
 /// overshoot is n/8 until the first heartbeat counts them (or `instances` is configured).
-pub(crate) const COLD_START_INSTANCES: u64 = 8;
+const COLD_START_INSTANCES: u64 = 8;
 /// How often Redis is probed while `local`.
 const PROBE_EVERY: Duration = Duration::from_millis(25);
 
 pub(crate) struct RedisPath {
-    pub backend: RedisBackend,
+    backend: RedisBackend,
     fleet_key: Vec<u8>,
     configured_instances: Option<u64>,
     clock: Option<Arc<dyn Clock>>,
@@ -60,8 +61,8 @@ pub(crate) struct RedisPath {
 /// lock that a parent thread held at the instant of `fork()`.
 pub(crate) struct Instance {
     id: String,
-    pub health: Health,
-    pub ledger: Ledger,
+    health: Health,
+    ledger: Ledger,
     discovered: AtomicU64,
     /// Redis time minus this host's time, learnt from decisions: the local path's clock.
     offset_ms: AtomicI64,
@@ -99,6 +100,12 @@ impl std::ops::Deref for RedisPath {
     }
 }
 
+impl std::fmt::Debug for RedisPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.backend.fmt(f)
+    }
+}
+
 enum Outcome {
     Done(Result<Verdict>),
     Slow,
@@ -107,7 +114,15 @@ enum Outcome {
 
 impl RedisPath {
     pub(crate) fn new(url: &str, options: &Options) -> Result<Self> {
-        let backend = RedisBackend::open(url, options)?;
+        let backend = RedisBackend::open(
+            url,
+            &Settings {
+                connect_timeout: options.connect_timeout,
+                request_timeout: options.request_timeout,
+                clock: options.clock.clone(),
+                max_clock_skew_ms: options.max_clock_skew_ms,
+            },
+        )?;
         Ok(RedisPath {
             backend,
             fleet_key: format!("{}instances", options.key_prefix).into_bytes(),
@@ -150,6 +165,52 @@ impl RedisPath {
 
     pub(crate) fn is_local(&self) -> bool {
         self.fallback && self.health.is_local()
+    }
+
+    /// Forgets everything admitted on `redis_key`, here and in Redis.
+    pub(crate) async fn reset(&self, redis_key: &[u8]) -> Result<()> {
+        self.ledger.forget(redis_key);
+        self.backend.reset(redis_key).await
+    }
+
+    pub(crate) async fn ping(&self) -> Result<()> {
+        self.backend.ping().await
+    }
+
+    /// This path's figures; `memory` is the limiter's own count of memory-backend decisions.
+    pub(crate) fn stats(&self, memory: u64) -> Stats {
+        let c = &self.health.counters;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let (age, reason) = self.health.state_age();
+        let rtt = self.health.rtt();
+        Stats {
+            mode: if self.is_local() {
+                Mode::Local
+            } else {
+                Mode::Normal
+            },
+            topology: self.backend.topology_name(),
+            decisions_normal: get(&c.normal),
+            decisions_local: get(&c.local),
+            decisions_memory: memory,
+            transitions_to_local: get(&c.to_local),
+            transitions_to_normal: get(&c.to_normal),
+            state_ms: age.as_millis() as u64,
+            state_reason: reason,
+            redis_errors: get(&c.errors),
+            retries: get(&c.retries),
+            probes: get(&c.probes),
+            repairs: get(&c.repairs),
+            repaired_permits: get(&c.repaired_permits),
+            failovers: get(&c.failovers),
+            instances: self.instances(),
+            local_keys: self.ledger.keys() as u64,
+            rtt_samples: rtt.samples,
+            rtt_last_us: rtt.last_us,
+            rtt_p50_us: rtt.p50_us,
+            rtt_p99_us: rtt.p99_us,
+            rtt_max_us: rtt.max_us,
+        }
     }
 
     /// Decides on Redis, or locally while Redis is unhealthy. Returns the verdict, the path that
