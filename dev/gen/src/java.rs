@@ -6,6 +6,7 @@
 use rl_core::options::{camel_case, Kind, Value, OPTIONS};
 use rl_core::{StatsKind, STATS_FIELDS};
 
+use crate::readme::{range, show};
 use crate::Output;
 
 pub fn outputs() -> Vec<Output> {
@@ -17,6 +18,11 @@ pub fn outputs() -> Vec<Output> {
         Output::File {
             path: "bindings-java/src/main/java/dev/rl/Stats.java",
             text: stats(),
+        },
+        Output::Region {
+            path: "bindings-java/README.md",
+            comment: "<!--",
+            text: readme_table(),
         },
     ]
 }
@@ -135,6 +141,30 @@ public abstract class OptionsBuilder<B extends OptionsBuilder<B>> {
         }
     }
     t += "}\n";
+    t
+}
+
+/// The README's table of builder options.
+fn readme_table() -> String {
+    let mut t =
+        String::from("| builder method | default | accepts | what |\n| --- | --- | --- | --- |\n");
+    for s in OPTIONS {
+        let camel = camel_case(s.name);
+        let mut setters = format!("`{camel}({})`", java_type(s.kind));
+        if s.kind == Kind::Millis {
+            let short = camel_case(s.name.strip_suffix("_ms").unwrap_or(s.name));
+            setters += &format!(", `{short}(Duration)`");
+        }
+        let mut doc = s.doc.to_string();
+        for o in OPTIONS.iter().filter(|o| o.name.contains('_')) {
+            doc = doc.replace(o.name, &format!("`{}`", camel_case(o.name)));
+        }
+        t += &format!(
+            "| {setters} | {} | {} | {doc} |\n",
+            show(&(s.default)(), s.kind),
+            range(s.kind, s.min, s.max),
+        );
+    }
     t
 }
 

@@ -95,32 +95,42 @@ final class TestSupport {
 
     /**
      * The buckets {@code ms -> permits} stored in a window's LIST (the whole {@code LRANGE 0 -1},
-     * items as ISO-8859-1 strings of their bytes). Item 0 is the header: the permit sum, then the
-     * newest ("open") bucket's ms and permits, then bookkeeping; items 1..n are the older buckets,
-     * ms and permits. Both encodings lua/sliding_window.lua has used are read: decimal text joined
-     * by ':' ({@code "<sum>:<ms>:<permits>..."}, {@code "<ms>:<permits>"}), and big-endian packed
-     * doubles ({@code struct.pack('>ddddd', ...)} / {@code ('>dd', ...)}).
+     * items as ISO-8859-1 strings of their bytes), in lua/sliding_window.lua's layout: item 0 is
+     * the header {@code struct.pack('>dddddd', cum, open ms, base, oldest, deadline, longest)},
+     * items 1..n the closed buckets {@code ('>dd', ms, cum through this bucket)}, oldest first;
+     * {@code cum} are running totals (since the key was made), {@code base} the total before the
+     * oldest stored bucket. A bucket's permits are the difference from the bucket before it.
      */
     static Map<Long, Long> windowBuckets(List<?> items) {
         Map<Long, Long> buckets = new TreeMap<>();
-        for (int i = 0; i < items.size(); i++) {
+        long[] header = header(items);
+        long before = header[2];
+        for (int i = 1; i < items.size(); i++) {
             long[] f = fields((String) items.get(i));
-            if (i == 0) {
-                if (f.length >= 3) {
-                    buckets.merge(f[1], f[2], Long::sum);
-                }
-            } else if (f.length == 2) {
-                buckets.merge(f[0], f[1], Long::sum);
-            } else {
+            if (f.length != 2) {
                 throw new IllegalStateException("unexpected item " + i + " in a window: " + items.get(i));
             }
+            buckets.merge(f[0], f[1] - before, Long::sum);
+            before = f[1];
+        }
+        if (header[0] > before) {
+            buckets.merge(header[1], header[0] - before, Long::sum);
         }
         return buckets;
     }
 
-    /** The sum the header (item 0) records. */
+    /** The permits the window's stored buckets hold, from the header: {@code cum - base}. */
     static long windowSum(List<?> items) {
-        return fields((String) items.get(0))[0];
+        long[] header = header(items);
+        return header[0] - header[2];
+    }
+
+    private static long[] header(List<?> items) {
+        long[] h = fields((String) items.get(0));
+        if (h.length != 6) {
+            throw new IllegalStateException("a window header that is not 6 packed doubles: " + items.get(0));
+        }
+        return h;
     }
 
     /** One stored item's numbers, text or packed. */
