@@ -2,7 +2,8 @@
 # The Java binding's test suite, run by scripts/test-all.sh (after its workspace build):
 #
 #   1. `mvn install` of bindings-java under rl-harness: Maven builds librl_java through cargo
-#      (the debug build the workspace build already made, so nothing is compiled twice), bundles
+#      (the debug build, with the `test-panic` feature the panic tests need: never in a release
+#      or default build), bundles
 #      it in the jar, runs the JUnit 5 suite against a real redis-server on a free loopback port
 #      (the Redis-down test starts and kills its own), and installs dev.rl:rl-java into ~/.m2;
 #   2. the consumer project examples/gateway, built against that installed artifact and run
@@ -31,7 +32,7 @@ case "${RL_JAVA_CARGO_PROFILE:-dev}" in
   release) native=(-Drl.cargo.profile=release -Drl.cargo.outdir=release) ;;
   *) native=(-Drl.cargo.profile=dev -Drl.cargo.outdir=debug) ;;
 esac
-mvn_flags=(-B -ntp -Dstyle.color=never -Drl.cargo.target.dir="$target" -Drl.cargo.args=--locked -Drl.test.requireRedis=true "${native[@]}")
+mvn_flags=(-B -ntp -Dstyle.color=never -Drl.cargo.target.dir="$target" "-Drl.cargo.args=--locked --features test-panic" -Drl.test.requireRedis=true "${native[@]}")
 
 echo "== bindings-java: mvn install (native build, JUnit suite against a real redis-server, install to ~/.m2)"
 "$harness" run -- mvn "${mvn_flags[@]}" -f bindings-java/pom.xml install

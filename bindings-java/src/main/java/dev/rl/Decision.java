@@ -12,9 +12,9 @@ package dev.rl;
  *                     else is admitted meanwhile
  * @param resetAfterMs when the window is empty again if nothing else is admitted; 0 if it is empty now
  * @param mode         which path decided: {@code "normal"} (Redis), {@code "memory"} (the in-process
- *                     backend), {@code "local"} (the local fallback, while Redis is unhealthy: then
- *                     {@code remaining} counts down from this instance's share, {@code limit / instances}),
- *                     or {@code "lease"} (reserved)
+ *                     backend) or {@code "local"} (the local fallback, while Redis is unhealthy: then
+ *                     {@code remaining} counts down from this instance's share, {@code limit / instances});
+ *                     the names of rl-core's modes, one shared string each
  * @param nowMs        the time of the decision on the deciding clock (Unix ms)
  */
 public record Decision(

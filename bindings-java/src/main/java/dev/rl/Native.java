@@ -6,11 +6,12 @@ import java.util.concurrent.CompletableFuture;
  * The JNI surface of {@code librl_java} (see {@code bindings-java/src/lib.rs}). Package-private:
  * {@link RateLimiter} is the API. The {@code native} methods throw what {@link #error} makes; the
  * static Java methods below are called from native code (method ids cached by {@link #init}), so
- * exceptions and results are built in Java, with this class's loader, on any thread.
+ * exceptions and results are built in Java, with this class's loader, on any thread. {@link Stats}
+ * is made by its canonical constructor, whose components native code derives from rl-core's table.
  */
 final class Native {
     /** Must equal {@code ABI_VERSION} in lib.rs. */
-    static final int ABI_VERSION = 2;
+    static final int ABI_VERSION = 3;
 
     static {
         NativeLoader.load();
@@ -32,11 +33,13 @@ final class Native {
 
     private static native void init();
 
-    /** {@code instancesSet == false}: instances are discovered ({@code instances} is ignored). */
-    static native long open(String url, String keyPrefix, long connectTimeoutMs, long requestTimeoutMs,
-            boolean clientClock, long maxClockSkewMs, long retryDelayMs, boolean localFallback, long degradeRttMs,
-            long degradeAfterMs, long recoverRttMs, long recoverAfterMs, boolean instancesSet, long instances,
-            long localMaxKeys);
+    /**
+     * A limiter on {@code url} with the options a builder was given: {@code names[i]} (rl-core's
+     * external snake_case names) set to {@code values[i]} (a boxed number, {@code Boolean},
+     * {@code String}, {@code Duration}, or {@code null} for the default). The core holds every
+     * default and rule; its errors name the option as Java spells it.
+     */
+    static native long open(String url, String[] names, Object[] values);
 
     static native void close(long handle);
 
@@ -66,24 +69,24 @@ final class Native {
 
     static native void resetAsync(long handle, byte[] key, CompletableFuture<Void> future);
 
-    /** Test hook: panics in native code; 0 in this call, 1 on the runtime (fails {@code future}). */
-    static native void selfTestPanic(int where, CompletableFuture<Object> future);
+    /** The names of rl-core's modes ({@code Mode::ALL}), in order. */
+    private static native String[] modes();
 
     // ---- called from native code ------------------------------------------------------------
 
-    static final String[] MODES = {"normal", "memory", "local", "lease"};
+    /** A decision's mode crosses JNI as its index here; interned, so each is one shared string. */
+    static final String[] MODES = interned(modes());
 
-    static Decision decision(boolean allowed, long remaining, long used, long retryAfterMs, long resetAfterMs,
-            int mode, String modeName, long nowMs) {
-        String m = mode >= 0 && mode < MODES.length ? MODES[mode] : modeName;
-        return new Decision(allowed, remaining, used, retryAfterMs, resetAfterMs, m, nowMs);
+    private static String[] interned(String[] names) {
+        for (int i = 0; i < names.length; i++) {
+            names[i] = names[i].intern();
+        }
+        return names;
     }
 
-    /** {@code n}: the long components of {@link Stats} in declaration order (see lib.rs). */
-    static Stats stats(int mode, String modeName, String topology, String stateReason, long[] n) {
-        String m = mode >= 0 && mode < MODES.length ? MODES[mode] : modeName;
-        return new Stats(m, topology, n[0], n[1], n[2], n[3], n[4], n[5], stateReason, n[6], n[7], n[8], n[9], n[10],
-                n[11], n[12], n[13], n[14], n[15], n[16], n[17], n[18]);
+    static Decision decision(boolean allowed, long remaining, long used, long retryAfterMs, long resetAfterMs,
+            int mode, long nowMs) {
+        return new Decision(allowed, remaining, used, retryAfterMs, resetAfterMs, MODES[mode], nowMs);
     }
 
     static final int KIND_INTERNAL = 0;

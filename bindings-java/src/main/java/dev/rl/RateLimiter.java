@@ -3,7 +3,6 @@ package dev.rl;
 import java.lang.ref.Cleaner;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
-import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Executor;
 
@@ -329,132 +328,17 @@ public final class RateLimiter implements AutoCloseable {
         return key.getBytes(StandardCharsets.UTF_8);
     }
 
-    /** Options of a {@link RateLimiter}; every one has a default that suits a gateway on a nearby Redis. */
-    public static final class Builder {
+    /**
+     * Options of a {@link RateLimiter}. The option setters come from {@link OptionsBuilder},
+     * generated from rl-core's option table (each with its doc, default and accepted range); only
+     * the options set are passed to the core, which holds every default and rule.
+     */
+    public static final class Builder extends OptionsBuilder<Builder> {
         private final String url;
-        private String keyPrefix;
-        private Duration connectTimeout = Duration.ofMillis(500);
-        private Duration requestTimeout = Duration.ofMillis(500);
-        private boolean clientClock;
-        private long maxClockSkewMs = 1000;
-        private Duration retryDelay = Duration.ofMillis(50);
-        private boolean localFallback = true;
-        private Duration degradeRtt = Duration.ofMillis(5);
-        private Duration degradeAfter = Duration.ofMillis(100);
-        private Duration recoverRtt = Duration.ofMillis(2);
-        private Duration recoverAfter = Duration.ofMillis(500);
-        private boolean instancesSet;
-        private long instances;
-        private long localMaxKeys = 10_000;
         private Executor completionExecutor;
 
         private Builder(String url) {
             this.url = url;
-        }
-
-        /** Prepended to every Redis key; no braces (the hash tag is the user key). Default {@code "rl:"}. */
-        public Builder keyPrefix(String keyPrefix) {
-            this.keyPrefix = Objects.requireNonNull(keyPrefix, "keyPrefix");
-            return this;
-        }
-
-        /** Longest wait to establish a connection (1 ms to 60 s). Default 500 ms. */
-        public Builder connectTimeout(Duration timeout) {
-            this.connectTimeout = Objects.requireNonNull(timeout, "connectTimeout");
-            return this;
-        }
-
-        /**
-         * Longest a caller waits for one decision, connecting included (1 ms to 60 s); past it the
-         * call throws {@link BackendUnavailableException}. Default 500 ms.
-         */
-        public Builder requestTimeout(Duration timeout) {
-            this.requestTimeout = Objects.requireNonNull(timeout, "requestTimeout");
-            return this;
-        }
-
-        /**
-         * Decide on this host's clock instead of Redis {@code TIME} (legacy callers, tests); each
-         * call is refused with {@link ClockSkewException} when the clocks differ by more than
-         * {@link #maxClockSkewMs(long)}. Default off: Redis time, immune to client clock drift.
-         */
-        public Builder clientClock(boolean on) {
-            this.clientClock = on;
-            return this;
-        }
-
-        /** Allowed distance between the client clock and Redis time. Default 1000 ms. */
-        public Builder maxClockSkewMs(long ms) {
-            this.maxClockSkewMs = ms;
-            return this;
-        }
-
-        /**
-         * Wait before the one retry of a call that failed with a connection-class error (refused or
-         * dropped connection, {@code READONLY}, {@code LOADING}, {@code TRYAGAIN}, {@code CLUSTERDOWN},
-         * {@code MASTERDOWN}, {@code BUSY}, {@code OOM}); at most the request timeout, zero allowed.
-         * Default 50 ms (so a request timeout below 50 ms needs a shorter retry delay too).
-         */
-        public Builder retryDelay(Duration delay) {
-            this.retryDelay = Objects.requireNonNull(delay, "retryDelay");
-            return this;
-        }
-
-        /**
-         * {@code true} (default): while Redis is unhealthy, {@code acquire} and {@code peek} decide
-         * locally ({@code mode() == "local"}, against {@code limit / instances}) instead of throwing.
-         * {@code false}: they throw {@link BackendUnavailableException} when Redis cannot be reached.
-         */
-        public Builder localFallback(boolean on) {
-            this.localFallback = on;
-            return this;
-        }
-
-        /**
-         * Normal to local when the round trips of real calls stay above this (1 ms to 60 s) for
-         * {@link #degradeAfter(Duration)}. Default 5 ms.
-         */
-        public Builder degradeRtt(Duration rtt) {
-            this.degradeRtt = Objects.requireNonNull(rtt, "degradeRtt");
-            return this;
-        }
-
-        /** See {@link #degradeRtt(Duration)} (1 ms to 60 s). Default 100 ms. */
-        public Builder degradeAfter(Duration period) {
-            this.degradeAfter = Objects.requireNonNull(period, "degradeAfter");
-            return this;
-        }
-
-        /**
-         * Local to normal when background probes see round trips below this (1 ms to 60 s, at most
-         * {@link #degradeRtt(Duration)}) for {@link #recoverAfter(Duration)}. Default 2 ms.
-         */
-        public Builder recoverRtt(Duration rtt) {
-            this.recoverRtt = Objects.requireNonNull(rtt, "recoverRtt");
-            return this;
-        }
-
-        /** See {@link #recoverRtt(Duration)} (1 ms to 60 s). Default 500 ms. */
-        public Builder recoverAfter(Duration period) {
-            this.recoverAfter = Objects.requireNonNull(period, "recoverAfter");
-            return this;
-        }
-
-        /**
-         * How many instances share each limit (1 to 1,000,000): the local budget is
-         * {@code limit / instances}, rounded down. Default: discovered from the live instances'
-         * heartbeats in Redis (8, the design's fleet size, before any was seen).
-         */
-        public Builder instances(long n) {
-            this.instances = n;
-            this.instancesSet = true;
-            return this;
-        }
-
-        /** Most keys the local record keeps, least recently used forgotten first (1 to 10,000,000). Default 10,000. */
-        public Builder localMaxKeys(long n) {
-            this.localMaxKeys = n;
-            return this;
         }
 
         /**
@@ -468,23 +352,13 @@ public final class RateLimiter implements AutoCloseable {
 
         /**
          * The limiter. Does no I/O (Redis is connected on first use; call {@link RateLimiter#ping()}
-         * to fail fast); throws {@link IllegalArgumentException} for a bad URL or option.
+         * to fail fast); throws {@link IllegalArgumentException} for a bad URL or option, naming
+         * the option as its setter is spelled (e.g. {@code retryDelayMs}).
          */
         public RateLimiter build() {
-            long raw = Native.open(url, keyPrefix, millis("connect_timeout", connectTimeout),
-                    millis("request_timeout", requestTimeout), clientClock, maxClockSkewMs,
-                    millis("retry_delay", retryDelay), localFallback, millis("degrade_rtt", degradeRtt),
-                    millis("degrade_after", degradeAfter), millis("recover_rtt", recoverRtt),
-                    millis("recover_after", recoverAfter), instancesSet, instances, localMaxKeys);
-            return new RateLimiter(raw, completionExecutor);
-        }
-
-        private static long millis(String name, Duration d) {
-            try {
-                return d.toMillis();
-            } catch (ArithmeticException e) {
-                throw new IllegalArgumentException("invalid argument `" + name + "`: " + d + " is out of range");
-            }
+            String[] names = options.keySet().toArray(new String[0]);
+            Object[] values = options.values().toArray();
+            return new RateLimiter(Native.open(url, names, values), completionExecutor);
         }
     }
 }

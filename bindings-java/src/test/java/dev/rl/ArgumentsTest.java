@@ -90,43 +90,43 @@ class ArgumentsTest {
         rejects("`url`: must not be null", () -> RateLimiter.builder(null));
         rejects("`url`", () -> RateLimiter.open("http://127.0.0.1:6379/"));
         rejects("`url`", () -> RateLimiter.open(""));
-        rejects("`key_prefix`", () -> RateLimiter.builder("memory://").keyPrefix("rl:{x}:").build());
-        rejects("`request_timeout`: is 0 ms", () -> RateLimiter.builder("memory://").requestTimeout(Duration.ZERO).build());
-        rejects("`request_timeout`: is -1;", () -> RateLimiter.builder("memory://").requestTimeout(Duration.ofMillis(-1)).build());
-        rejects("`connect_timeout`: is 61000 ms", () -> RateLimiter.builder("memory://").connectTimeout(Duration.ofSeconds(61)).build());
-        rejects("`request_timeout`", () -> RateLimiter.builder("memory://").requestTimeout(Duration.ofSeconds(Long.MAX_VALUE)).build());
-        rejects("`max_clock_skew_ms`: is -1;", () -> RateLimiter.builder("memory://").maxClockSkewMs(-1).build());
+        rejects("`keyPrefix`", () -> RateLimiter.builder("memory://").keyPrefix("rl:{x}:").build());
+        rejects("`requestTimeoutMs`: is 0 ms", () -> RateLimiter.builder("memory://").requestTimeout(Duration.ZERO).build());
+        rejects("`requestTimeoutMs`: is -1 ms;", () -> RateLimiter.builder("memory://").requestTimeout(Duration.ofMillis(-1)).build());
+        rejects("`connectTimeoutMs`: is 61000 ms", () -> RateLimiter.builder("memory://").connectTimeout(Duration.ofSeconds(61)).build());
+        rejects("`requestTimeoutMs`", () -> RateLimiter.builder("memory://").requestTimeout(Duration.ofSeconds(Long.MAX_VALUE)).build());
+        rejects("`maxClockSkewMs`: is -1 ms;", () -> RateLimiter.builder("memory://").maxClockSkewMs(-1).build());
         assertThrows(NullPointerException.class, () -> RateLimiter.builder("memory://").keyPrefix(null));
     }
 
     @Test
     void badFallbackOptions() {
         // Negative or unrepresentable values: refused by the binding, naming the option.
-        rejects("`retry_delay`: is -1;", () -> RateLimiter.builder("memory://").retryDelay(Duration.ofMillis(-1)).build());
-        rejects("`retry_delay`: PT", () -> RateLimiter.builder("memory://").retryDelay(Duration.ofSeconds(Long.MAX_VALUE)).build());
-        rejects("`degrade_rtt`: is -5;", () -> RateLimiter.builder("memory://").degradeRtt(Duration.ofMillis(-5)).build());
-        rejects("`degrade_after`: is -1;", () -> RateLimiter.builder("memory://").degradeAfter(Duration.ofMillis(-1)).build());
-        rejects("`recover_rtt`: is -1;", () -> RateLimiter.builder("memory://").recoverRtt(Duration.ofMillis(-1)).build());
-        rejects("`recover_after`: is -1;", () -> RateLimiter.builder("memory://").recoverAfter(Duration.ofMillis(-1)).build());
+        rejects("`retryDelayMs`: is -1 ms;", () -> RateLimiter.builder("memory://").retryDelay(Duration.ofMillis(-1)).build());
+        rejects("`retryDelayMs`: is 9223372036854775807000 ms;", () -> RateLimiter.builder("memory://").retryDelay(Duration.ofSeconds(Long.MAX_VALUE)).build());
+        rejects("`degradeRttMs`: is -5 ms;", () -> RateLimiter.builder("memory://").degradeRtt(Duration.ofMillis(-5)).build());
+        rejects("`degradeAfterMs`: is -1 ms;", () -> RateLimiter.builder("memory://").degradeAfter(Duration.ofMillis(-1)).build());
+        rejects("`recoverRttMs`: is -1 ms;", () -> RateLimiter.builder("memory://").recoverRtt(Duration.ofMillis(-1)).build());
+        rejects("`recoverAfterMs`: is -1 ms;", () -> RateLimiter.builder("memory://").recoverAfter(Duration.ofMillis(-1)).build());
         rejects("`instances`: is -1;", () -> RateLimiter.builder("memory://").instances(-1).build());
-        rejects("`local_max_keys`: is -5;", () -> RateLimiter.builder("memory://").localMaxKeys(-5).build());
+        rejects("`localMaxKeys`: is -5;", () -> RateLimiter.builder("memory://").localMaxKeys(-5).build());
         // The core's rules, in the core's words.
-        rejects("`recover_rtt`: is 10 ms, above degrade_rtt (5 ms)",
+        rejects("`recoverRttMs`: is 10 ms, above degrade_rtt_ms (5 ms)",
                 () -> RateLimiter.builder("memory://").recoverRtt(Duration.ofMillis(10)).build());
-        rejects("`recover_rtt`: is 30 ms, above degrade_rtt (20 ms)", () -> RateLimiter.builder(TestSupport.redisUrl())
+        rejects("`recoverRttMs`: is 30 ms, above degrade_rtt_ms (20 ms)", () -> RateLimiter.builder(TestSupport.redisUrl())
                 .degradeRtt(Duration.ofMillis(20)).recoverRtt(Duration.ofMillis(30)).build());
-        rejects("`degrade_rtt`: is 0 ms; must be between 1 ms and 60 s",
+        rejects("`degradeRttMs`: is 0 ms; must be between 1 and 60000 ms",
                 () -> RateLimiter.builder("memory://").degradeRtt(Duration.ZERO).build());
-        rejects("`degrade_after`: is 61000 ms; must be between 1 ms and 60 s",
+        rejects("`degradeAfterMs`: is 61000 ms; must be between 1 and 60000 ms",
                 () -> RateLimiter.builder("memory://").degradeAfter(Duration.ofSeconds(61)).build());
-        rejects("`recover_after`: is 0 ms", () -> RateLimiter.builder("memory://").recoverAfter(Duration.ofNanos(999_999)).build());
+        rejects("`recoverAfterMs`: is 0 ms", () -> RateLimiter.builder("memory://").recoverAfter(Duration.ofNanos(999_999)).build());
         rejects("`instances`: is 0; must be between 1 and 1000000", () -> RateLimiter.builder("memory://").instances(0).build());
         rejects("`instances`: is 1000001; must be between 1 and 1000000",
                 () -> RateLimiter.builder("memory://").instances(1_000_001).build());
-        rejects("`local_max_keys`: is 0; must be between 1 and 10000000",
+        rejects("`localMaxKeys`: is 0; must be between 1 and 10000000",
                 () -> RateLimiter.builder("memory://").localMaxKeys(0).build());
-        rejects("`local_max_keys`: is 10000001;", () -> RateLimiter.builder("memory://").localMaxKeys(10_000_001).build());
-        rejects("`retry_delay`: is 60001 ms; at most 60 s",
+        rejects("`localMaxKeys`: is 10000001;", () -> RateLimiter.builder("memory://").localMaxKeys(10_000_001).build());
+        rejects("`retryDelayMs`: is 60001 ms; must be between 0 and 60000 ms",
                 () -> RateLimiter.builder("memory://").retryDelay(Duration.ofMillis(60_001)).build());
         // A request timeout under the retry delay means no retry, not an error.
         RateLimiter.builder("memory://").requestTimeout(Duration.ofMillis(20)).build().close();

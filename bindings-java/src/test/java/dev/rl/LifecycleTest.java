@@ -206,23 +206,35 @@ class LifecycleTest {
         return ids;
     }
 
+    // The panic tests need the library built with the `test-panic` feature (test.sh does): its
+    // marker keys make a call panic, on the caller's thread or inside the call's future.
+
     @Test
     void aPanicInNativeCodeIsAJavaException() {
-        System.err.println("LifecycleTest: the native self-test panics now; Rust prints the panic message, expected");
-        NativePanicException e = assertThrows(NativePanicException.class, () -> Native.selfTestPanic(0, null));
-        assertEquals(RateLimitException.Code.INTERNAL, e.code());
-        assertTrue(e.getMessage().contains("self-test panic (synchronous)"), e.getMessage());
+        System.err.println("LifecycleTest: the native test hook panics now; Rust prints the panic message, expected");
+        try (RateLimiter l = RateLimiter.open("memory://")) {
+            NativePanicException e = assertThrows(NativePanicException.class,
+                    () -> l.acquire("rl-test-panic:caller", 1, 1000));
+            assertEquals(RateLimitException.Code.INTERNAL, e.code());
+            assertTrue(e.getMessage().contains("test-panic hook (Caller)"), e.getMessage());
+            // The limiter survived it.
+            assertTrue(l.acquire("after-panic", 1, 1000).allowed());
+        }
     }
 
     @Test
     void aPanicOnTheRuntimeFailsTheFuture() throws Exception {
-        CompletableFuture<Object> f = new CompletableFuture<>();
-        Native.selfTestPanic(1, f);
-        ExecutionException e = assertThrows(ExecutionException.class, () -> f.get(5, TimeUnit.SECONDS));
-        NativePanicException p = assertInstanceOf(NativePanicException.class, e.getCause());
-        assertTrue(p.getMessage().contains("self-test panic (on the runtime)"), p.getMessage());
-        // The runtime survived it.
         try (RateLimiter l = RateLimiter.open(TestSupport.redisUrl())) {
+            CompletableFuture<Decision> f = l.acquireAsync("rl-test-panic:future", 1, 1000);
+            CompletableFuture<String> thread = f.handle((d, e) -> Thread.currentThread().getName());
+            ExecutionException e = assertThrows(ExecutionException.class, () -> f.get(5, TimeUnit.SECONDS));
+            NativePanicException p = assertInstanceOf(NativePanicException.class, e.getCause());
+            assertTrue(p.getMessage().contains("test-panic hook (Future)"), p.getMessage());
+            // It panicked after the Redis round trip, on a thread of the core's runtime (or, had the
+            // future completed before whenComplete was added, on this one).
+            String name = thread.get(5, TimeUnit.SECONDS);
+            assertTrue(name.startsWith("rl-") || name.equals(Thread.currentThread().getName()), name);
+            // The runtime survived it.
             assertTrue(l.acquireAsync(TestSupport.key("after-panic"), 1, 1000).get(5, TimeUnit.SECONDS).allowed());
         }
     }

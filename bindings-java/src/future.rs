@@ -1,0 +1,145 @@
+//! Async calls and the `CompletableFuture`s they complete.
+//!
+//! A call is polled once on the calling Java thread (so argument errors throw at the call site,
+//! and an answer that is already there, as with the memory backend, costs no thread hop); if it
+//! is not done, it continues on the core's tokio runtime, and the runtime thread that finishes it
+//! (attached to the JVM once, as a daemon) completes the future through a global reference,
+//! deleted right after. Every JNI call there runs inside its own local frame, so a permanently
+//! attached thread accumulates no local references.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+
+use jni::objects::{GlobalRef, JObject, JValueOwned};
+use jni::signature::{Primitive, ReturnType};
+use jni::sys::jvalue;
+use jni::JNIEnv;
+
+use rl_core::unwind::CatchUnwind;
+use rl_core::{Decision, Error};
+
+use crate::cache::{self, cache};
+use crate::convert::{self, decision};
+use crate::error::{throwable, Failure};
+
+/// What an async call produces for Java.
+pub enum Outcome {
+    Decision(Decision),
+    Unit,
+}
+
+/// The result of a core future run under `CatchUnwind`: `Err` holds a panic's message.
+type Finished = Result<rl_core::Result<Outcome>, String>;
+
+/// Completes `future` (a `CompletableFuture`) with `result`, from a thread attached to the JVM.
+fn deliver(env: &mut JNIEnv, future: &JObject, result: Finished) -> Result<(), Failure> {
+    let c = cache()?;
+    env.with_local_frame(8, |env| -> Result<(), Failure> {
+        let value = match result {
+            Ok(Ok(Outcome::Decision(d))) => Ok(decision(env, &d)?),
+            Ok(Ok(Outcome::Unit)) => Ok(JObject::null()),
+            Ok(Err(e)) => Err(throwable(env, &Failure::Core(e))?),
+            Err(panic) => Err(throwable(env, &Failure::Internal(panic))?),
+        };
+        let (method, arg) = match &value {
+            Ok(v) => (c.complete, v.as_raw()),
+            Err(t) => (c.fail, t.as_raw()),
+        };
+        let args = [jvalue { l: future.as_raw() }, jvalue { l: arg }];
+        // SAFETY: `complete` and `fail` were looked up on `native` with exactly these signatures.
+        let _: JValueOwned = unsafe {
+            env.call_static_method_unchecked(
+                &c.native,
+                method,
+                ReturnType::Primitive(Primitive::Void),
+                &args,
+            )
+        }?;
+        Ok(())
+    })
+}
+
+/// The Java future of a call that continues on the runtime: a global reference, completed and
+/// deleted once. Dropped without completing (the runtime dropped the task), it fails the future
+/// rather than leave the caller waiting forever.
+struct Completion(Option<GlobalRef>);
+
+impl Completion {
+    fn finish(&mut self, result: Finished) {
+        let Some(future) = self.0.take() else { return };
+        let Some(c) = cache::get() else { return };
+        // A runtime worker is attached once and stays attached (as a daemon, so it never keeps
+        // the JVM alive); jni-rs detaches it if the thread ever exits.
+        let first_time = c.vm.get_env().is_err();
+        let Ok(mut env) = c.vm.attach_current_thread_as_daemon() else {
+            return;
+        };
+        if first_time {
+            // Give the Java side of the thread the runtime's name ("rl-runtime") for thread dumps.
+            let _ = env.with_local_frame(4, |env| -> Result<(), Failure> {
+                let name = env.new_string(std::thread::current().name().unwrap_or("rl-runtime"))?;
+                let args = [jvalue { l: name.as_raw() }];
+                // SAFETY: `threadAttached` was looked up on `native` with exactly this signature.
+                unsafe {
+                    env.call_static_method_unchecked(
+                        &c.native,
+                        c.thread_attached,
+                        ReturnType::Primitive(Primitive::Void),
+                        &args,
+                    )
+                }?;
+                Ok(())
+            });
+        }
+        let _ = deliver(&mut env, future.as_obj(), result);
+        // No Java frame will see an exception raised here (a completion callback that threw is
+        // already caught by CompletableFuture; this is for JNI failures such as OutOfMemoryError).
+        if env.exception_check().unwrap_or(false) {
+            let _ = env.exception_describe();
+            let _ = env.exception_clear();
+        }
+        drop(future); // DeleteGlobalRef, on this attached thread
+    }
+}
+
+impl Drop for Completion {
+    fn drop(&mut self) {
+        if self.0.is_some() {
+            self.finish(Ok(Err(Error::Backend(
+                "the rl runtime dropped the call before it finished".into(),
+            ))));
+        }
+    }
+}
+
+/// Starts an async call: polls it once here, then hands it to the core's runtime if it is not
+/// done. Argument errors from that first poll throw at the call site.
+pub fn start<F>(env: &mut JNIEnv, future: &JObject, call: F) -> Result<(), Failure>
+where
+    F: Future<Output = rl_core::Result<Outcome>> + Send + 'static,
+{
+    let future = convert::future(future)?;
+    let runtime = rl_core::runtime::handle()?;
+    let mut call = Box::pin(CatchUnwind::new(call));
+    let first = {
+        let _in_runtime = runtime.enter();
+        // The waker of this first poll is a no-op: the spawned task polls again at once and
+        // registers its own, so no wake-up is lost.
+        Pin::new(&mut call).poll(&mut Context::from_waker(Waker::noop()))
+    };
+    match first {
+        Poll::Ready(Ok(Err(e))) if e.kind() == rl_core::ErrorKind::InvalidArgument => {
+            Err(Failure::Core(e))
+        }
+        Poll::Ready(result) => deliver(env, future, result),
+        Poll::Pending => {
+            let mut completion = Completion(Some(env.new_global_ref(future)?));
+            runtime.spawn(async move {
+                let result = call.await;
+                completion.finish(result);
+            });
+            Ok(())
+        }
+    }
+}
