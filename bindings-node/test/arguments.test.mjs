@@ -26,6 +26,7 @@ const NEEDS = {
   unknown_option: null,
   byte_strings: 'JavaScript strings are Unicode',
   lone_surrogate: 'Node encodes a lone surrogate as U+FFFD before rl sees it',
+  zero_option: null,
 }
 
 /** retry_delay_ms -> retryDelayMs (rl_core::options::camel_case). */

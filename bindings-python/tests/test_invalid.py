@@ -33,6 +33,7 @@ NEEDS: Dict[str, Optional[str]] = {
     "unknown_option": None,
     "byte_strings": "Python URLs and prefixes are str, always Unicode",
     "lone_surrogate": None,
+    "zero_option": None,
 }
 
 
