@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The C binding's test suite: builds librl (debug), checks include/rl.h against a fresh cbindgen
-# run, compiles the C suite and the example with -Wall -Wextra -Werror, and runs them against a
-# real redis-server (started and stopped by rl-harness) and against the memory backend, natively
+# run, compiles the C suite, the conformance table's suite (tests/test_conformance.c) and the
+# example with -Wall -Wextra -Werror, and runs them against a real redis-server (started and stopped by rl-harness) and against the memory backend, natively
 # and under valgrind. Ends with one line `bindings-c: N passed, M failed`; exits non-zero on any
 # failure.
 #
@@ -45,6 +45,12 @@ fi
 suite=(main.c test_api.c test_options.c test_backend.c test_fork.c test_threads.c)
 "$CC" "${cflags[@]}" -Ibindings-c/tests -o "$out/test_rl" "${suite[@]/#/bindings-c/tests/}" "${link_so[@]}" ||
   die "compiling the suite in tests/ failed"
+# The conformance table becomes a C header here (python3, stdlib only): see tests/gen_conformance.py.
+command -v python3 >/dev/null 2>&1 || die "python3 is needed to read tests/conformance/invalid.json"
+python3 bindings-c/tests/gen_conformance.py tests/conformance/invalid.json include/rl.h >"$out/conformance_rows.h" ||
+  die "tests/gen_conformance.py failed"
+"$CC" "${cflags[@]}" -I"$out" -o "$out/test_conformance" bindings-c/tests/test_conformance.c "${link_so[@]}" ||
+  die "compiling tests/test_conformance.c failed"
 "$CC" "${cflags[@]}" -o "$out/getting_started" bindings-c/examples/getting_started.c "${link_so[@]}" ||
   die "compiling examples/getting_started.c failed"
 # The static library links with nothing but libc's usual companions.
@@ -112,6 +118,9 @@ run "native/memory" "$out/test_rl" --backend memory "${native[@]}"
 slow+=(--skip fork_child_uses_handle --skip fork_child_is_a_new_instance --skip fork_while_threads_mid_call --skip fork_while_threads_mid_call_local)
 run "valgrind/redis" "${with_redis[@]}" "${valgrind[@]}" "$out/test_rl" --backend redis "${slow[@]}"
 run "valgrind/memory" "${valgrind[@]}" "$out/test_rl" --backend memory "${slow[@]}"
+run "conformance/redis" "${with_redis[@]}" "$out/test_conformance" --backend redis
+run "conformance/memory" "$out/test_conformance" --backend memory
+run "conformance/valgrind/memory" "${valgrind[@]}" "$out/test_conformance" --backend memory
 export -f example
 run "example (librl.so, memory)" bash -c 'example "$0" "$@"' example "$out/getting_started"
 run "example (librl.so, redis)" "${with_redis[@]}" bash -c 'example "$0" "$1" "$RL_TEST_REDIS_URL"' example "$out/getting_started"

@@ -1,59 +1,101 @@
-"""Bad inputs give the documented exceptions, name the argument and the value, and send nothing
-to Redis (checked on a private server: no key, no script call, not even a connection)."""
+"""Bad inputs, from the shared table tests/conformance/invalid.json (format in its README): each
+row the Python API can express raises the documented exception naming the argument, through the
+sync and async limiters, and sends nothing to Redis (checked on a private server: no key, no
+script call, not even a connection). Below the table, the Python-only contracts."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable, List, Tuple
+import json
+import pathlib
+from collections import Counter
+from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 
 import rl
 
-GOOD = ("k", 10, 1000, 1)
+TABLE = json.loads((pathlib.Path(__file__).resolve().parents[2] / "tests/conformance/invalid.json").read_text())
+ROWS: List[Dict[str, Any]] = TABLE["rows"]
+FIELDS = {"id", "call", "args", "error", "argument", "needs", "shows", "message_lacks"}
 
-# (position, value, exception, text expected in the message)
-CASES: List[Tuple[int, Any, type, str]] = [
-    (0, None, rl.InvalidArgumentType, "`key`: is None"),
-    (0, "", rl.InvalidArgument, "`key`: must not be empty"),
-    (0, b"", rl.InvalidArgument, "`key`: must not be empty"),
-    (0, 5, rl.InvalidArgumentType, "`key`: is 5 (int)"),
-    (0, 1.5, rl.InvalidArgumentType, "`key`: is 1.5 (float)"),
-    (0, bytearray(b"k"), rl.InvalidArgumentType, "must be str or bytes"),
-    (0, "x" * (rl.MAX_KEY_BYTES + 1), rl.InvalidArgument, "65537 bytes"),
-    (0, "\ud800", rl.InvalidArgument, "UTF-8"),
-]
-for pos, name in ((1, "limit"), (2, "window_ms"), (3, "cost")):
-    CASES += [
-        (pos, None, rl.InvalidArgumentType, f"`{name}`: is None; must be an int"),
-        (pos, -1, rl.InvalidArgument, f"`{name}`: is -1; must not be negative"),
-        (pos, 0, rl.InvalidArgument, f"`{name}`: is 0"),
-        (pos, float("nan"), rl.InvalidArgumentType, f"`{name}`: is nan, a float"),
-        (pos, float("inf"), rl.InvalidArgumentType, f"`{name}`: is inf, a float"),
-        (pos, 2**70, rl.InvalidArgument, f"`{name}`: is {2**70}, which does not fit in 64 bits"),
-        (pos, 1.5, rl.InvalidArgumentType, f"`{name}`: is 1.5, a float"),
-        (pos, 10.0, rl.InvalidArgumentType, f"`{name}`: is 10.0, a float"),
-        (pos, True, rl.InvalidArgumentType, f"`{name}`: is True, a bool"),
-        (pos, "10", rl.InvalidArgumentType, f"`{name}`: is '10' (str)"),
-        (pos, [1], rl.InvalidArgumentType, f"`{name}`: is [1] (list)"),
-    ]
-CASES += [
-    (1, 10**15 + 1, rl.InvalidArgument, "`limit`: is 1000000000000001; must be between 1 and 1000000000000000"),
-    (2, rl.MAX_WINDOW_MS + 1, rl.InvalidArgument, "`window_ms`: is 2592000001; must be between 1 and 2592000000"),
-    (3, 11, rl.InvalidArgument, "`cost`: is 11, above the limit 10"),
-]
+# Every tag of the table: None if Python expresses it, else why not. An unknown tag fails.
+NEEDS: Dict[str, Optional[str]] = {
+    "dynamic_types": None,
+    "compound_values": None,
+    "null_key": None,
+    "distinct_float": None,
+    "float_numbers": "Python floats are a type of their own (the distinct_float rows)",
+    "negative": None,
+    "beyond_i64": None,
+    "beyond_u64": None,
+    "inexact_double": None,
+    "unknown_option": None,
+    "byte_strings": "Python URLs and prefixes are str, always Unicode",
+    "lone_surrogate": None,
+    "zero_option": None,
+}
 
 
-def ids(case: Tuple[int, Any, type, str]) -> str:
-    pos, value, _, _ = case
-    v = repr(value)
-    return f"{['key', 'limit', 'window_ms', 'cost'][pos]}={v[:20]}"
+def value(v: Any) -> Any:
+    """A table value as the Python value it stands for."""
+    if isinstance(v, list):
+        return [value(x) for x in v]
+    if not isinstance(v, dict):
+        return v
+    ((tag, x),) = v.items()
+    if tag == "int":
+        return int(x)
+    if tag == "float":
+        return float(x)
+    if tag == "bytes_hex":
+        return bytes.fromhex(x)
+    if tag == "utf16":
+        return "".join(chr(int(x[i : i + 4], 16)) for i in range(0, len(x), 4))
+    if tag == "repeat":
+        return value(x[0]) * x[1]
+    if tag == "object":
+        return {k: value(y) for k, y in x.items()}
+    raise AssertionError(f"unknown value tag {tag!r}")
 
 
-def args_with(pos: int, value: Any) -> List[Any]:
-    a = list(GOOD)
-    a[pos] = value
-    return a
+def skip_reason(row: Dict[str, Any]) -> Optional[str]:
+    assert set(row) <= FIELDS, f"{row['id']}: unknown fields {set(row) - FIELDS}"
+    assert row["call"] in ("open", "acquire", "peek", "reset"), row["call"]
+    assert row["error"] in ("invalid_argument", "invalid_type"), row["error"]
+    for tag in row.get("needs", []):
+        assert tag in NEEDS, f"{row['id']}: unknown need {tag!r}"
+        if NEEDS[tag] is not None:
+            return f"{tag}: {NEEDS[tag]}"
+    return None
+
+
+EXPRESSIBLE = [r for r in ROWS if skip_reason(r) is None]
+SKIPPED = Counter(skip_reason(r) for r in ROWS if skip_reason(r) is not None)
+
+
+def call_args(row: Dict[str, Any]) -> List[Any]:
+    a = dict(TABLE["calls"][row["call"]]["defaults"])
+    a.update(row["args"])
+    return [value(a[p]) for p in TABLE["calls"][row["call"]]["params"] if p in a]
+
+
+def check(row: Dict[str, Any], e: BaseException) -> None:
+    want = rl.InvalidArgumentType if row["error"] == "invalid_type" else rl.InvalidArgument
+    assert isinstance(e, want), f"{type(e).__name__}: {e}"
+    assert isinstance(e, rl.RateLimitError) and isinstance(e, ValueError)
+    assert isinstance(e, TypeError) == (want is rl.InvalidArgumentType), type(e)
+    assert getattr(e, "argument", None) == row["argument"], str(e)
+    if "shows" in row:
+        assert row["shows"] in str(e), str(e)
+    if "message_lacks" in row:
+        assert row["message_lacks"] not in str(e), str(e)
+
+
+def raised(call: Any) -> BaseException:
+    with pytest.raises(Exception) as info:
+        call()
+    return info.value
 
 
 @pytest.fixture(scope="module")
@@ -65,62 +107,58 @@ def private(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
     return s
 
 
-def assert_untouched(server: Any) -> None:
-    assert server.call("DBSIZE") == 0
-    stats = server.call("INFO", "commandstats").decode()
+@pytest.fixture(scope="module")
+def limiters(private: Any, request: pytest.FixtureRequest) -> Tuple[rl.Limiter, rl.Limiter, rl.AsyncLimiter]:
+    on_redis, memory, on_redis_async = rl.Limiter(private.url), rl.Limiter(), rl.AsyncLimiter(private.url)
+    request.addfinalizer(on_redis.close)
+    request.addfinalizer(memory.close)
+    return on_redis, memory, on_redis_async
+
+
+def test_the_table_has_rows_for_python() -> None:
+    print(f"\npython: {len(EXPRESSIBLE)} rows asserted, {sum(SKIPPED.values())} skipped")
+    for why, n in sorted(SKIPPED.items()):
+        print(f"  skipped {n} needing {why}")
+    assert len(EXPRESSIBLE) + sum(SKIPPED.values()) == len(ROWS) and len(EXPRESSIBLE) > 100
+
+
+@pytest.mark.parametrize("row", EXPRESSIBLE, ids=[r["id"] for r in EXPRESSIBLE])
+def test_row(row: Dict[str, Any], limiters: Tuple[rl.Limiter, rl.Limiter, rl.AsyncLimiter]) -> None:
+    on_redis, memory, on_redis_async = limiters
+    if row["call"] == "open":
+        args = row["args"]
+        url = [value(args["url"])] if "url" in args else []
+        options = {k: value(v) for k, v in args.get("options", {}).items()}
+        check(row, raised(lambda: rl.Limiter(*url, **options)))
+        check(row, raised(lambda: rl.AsyncLimiter(*url, **options)))
+        return
+    a = call_args(row)
+    for lim in (on_redis, memory):
+        check(row, raised(lambda: getattr(lim, row["call"])(*a)))
+
+    async def main() -> BaseException:
+        with pytest.raises(Exception) as info:
+            await getattr(on_redis_async, row["call"])(*a)
+        return info.value
+
+    check(row, asyncio.run(main()))
+
+
+def test_nothing_reached_redis(private: Any, limiters: Any) -> None:
+    """Runs after the rows (pytest keeps file order): the private server saw no call at all."""
+    assert private.call("DBSIZE") == 0
+    stats = private.call("INFO", "commandstats").decode()
     assert "cmdstat_eval" not in stats and "cmdstat_del" not in stats, stats
-    clients = server.call("INFO", "clients").decode()
+    clients = private.call("INFO", "clients").decode()
     assert "connected_clients:1\r" in clients, "the limiter must not even connect"
 
 
-@pytest.mark.parametrize("case", CASES, ids=ids)
-def test_sync_bad_inputs(private: Any, case: Tuple[int, Any, type, str]) -> None:
-    pos, value, exc, text = case
-    lim = rl.Limiter(private.url)
-    call: Callable[..., Any] = lim.acquire
-    with pytest.raises(exc) as info:
-        call(*args_with(pos, value))
-    assert text in str(info.value), str(info.value)
-    assert info.value.argument == ["key", "limit", "window_ms", "cost"][pos]
-    # The hierarchy: every one is an rl error and a ValueError; type errors are also TypeErrors.
-    assert isinstance(info.value, rl.RateLimitError) and isinstance(info.value, ValueError)
-    assert isinstance(info.value, TypeError) == (exc is rl.InvalidArgumentType)
-    if pos < 3:
-        with pytest.raises(exc):
-            lim.peek(*args_with(pos, value)[:3])
-    if pos == 0:
-        with pytest.raises(exc):
-            lim.reset(value)
-    lim.close()
-    assert_untouched(private)
+# ---- Python-only contracts (no other host has these values) ----------------------------------
 
 
-@pytest.mark.parametrize("case", CASES, ids=ids)
-def test_async_bad_inputs(private: Any, case: Tuple[int, Any, type, str]) -> None:
-    pos, value, exc, text = case
-
-    async def main() -> None:
-        lim = rl.AsyncLimiter(private.url)
-        with pytest.raises(exc) as info:
-            await lim.acquire(*args_with(pos, value))
-        assert text in str(info.value), str(info.value)
-        if pos < 3:
-            with pytest.raises(exc):
-                await lim.peek(*args_with(pos, value)[:3])
-        if pos == 0:
-            with pytest.raises(exc):
-                await lim.reset(value)
-
-    asyncio.run(main())
-    assert_untouched(private)
-
-
-def test_memory_backend_rejects_the_same_inputs() -> None:
-    lim = rl.Limiter()
-    for pos, value, exc, text in CASES:
-        with pytest.raises(exc, match=None) as info:
-            lim.acquire(*args_with(pos, value))
-        assert text in str(info.value)
+def test_bytearray_keys_are_refused_as_a_type() -> None:
+    with pytest.raises(rl.InvalidArgumentType, match="must be str or bytes"):
+        rl.Limiter().acquire(bytearray(b"k"), 10, 1000)  # type: ignore[arg-type]
 
 
 def test_index_types_are_ints_but_bool_is_not() -> None:
@@ -130,6 +168,7 @@ def test_index_types_are_ints_but_bool_is_not() -> None:
 
     lim = rl.Limiter()
     assert lim.acquire("k", Idx(), 1000).used == 1  # type: ignore[arg-type]
+
     class MyInt(int):
         pass
 
