@@ -1,21 +1,21 @@
 //! Async calls and the `CompletableFuture`s they complete.
 //!
-//! A call is polled once on the calling Java thread (so argument errors throw at the call site,
-//! and an answer that is already there, as with the memory backend, costs no thread hop); if it
-//! is not done, it continues on the core's tokio runtime, and the runtime thread that finishes it
+//! A call starts through `rl_core::runtime::run_or_spawn` on the calling Java thread (so argument
+//! errors throw at the call site, and an answer that is already there, as with the memory
+//! backend, costs no thread hop); if it is not done, it continues on the core's tokio runtime,
+//! and the runtime thread that finishes it
 //! (attached to the JVM once, as a daemon) completes the future through a global reference,
 //! deleted right after. Every JNI call there runs inside its own local frame, so a permanently
 //! attached thread accumulates no local references.
 
 use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll, Waker};
 
 use jni::objects::{GlobalRef, JObject, JValueOwned};
 use jni::signature::{Primitive, ReturnType};
 use jni::sys::jvalue;
 use jni::JNIEnv;
 
+use rl_core::runtime::Started;
 use rl_core::unwind::CatchUnwind;
 use rl_core::{Decision, Error};
 
@@ -113,33 +113,33 @@ impl Drop for Completion {
     }
 }
 
-/// Starts an async call: polls it once here, then hands it to the core's runtime if it is not
-/// done. Argument errors from that first poll throw at the call site.
+/// Starts an async call through the core's `run_or_spawn`: decided at once (argument errors
+/// throw at the call site, a ready answer completes the future here), or continued on the
+/// runtime, which completes the future through a global reference made only then.
 pub fn start<F>(env: &mut JNIEnv, future: &JObject, call: F) -> Result<(), Failure>
 where
     F: Future<Output = rl_core::Result<Outcome>> + Send + 'static,
 {
     let future = convert::future(future)?;
-    let runtime = rl_core::runtime::handle()?;
-    let mut call = Box::pin(CatchUnwind::new(call));
-    let first = {
-        let _in_runtime = runtime.enter();
-        // The waker of this first poll is a no-op: the spawned task polls again at once and
-        // registers its own, so no wake-up is lost.
-        Pin::new(&mut call).poll(&mut Context::from_waker(Waker::noop()))
-    };
-    match first {
-        Poll::Ready(Ok(Err(e))) if e.kind() == rl_core::ErrorKind::InvalidArgument => {
+    let mut no_ref = None;
+    let started = rl_core::runtime::run_or_spawn(CatchUnwind::new(call), || {
+        let mut completion = match env.new_global_ref(future) {
+            Ok(g) => Completion(Some(g)),
+            Err(e) => {
+                no_ref = Some(e);
+                Completion(None)
+            }
+        };
+        move |result: Finished| completion.finish(result)
+    })?;
+    if let Some(e) = no_ref {
+        return Err(e.into());
+    }
+    match started {
+        Started::Ready(Ok(Err(e))) if e.kind() == rl_core::ErrorKind::InvalidArgument => {
             Err(Failure::Core(e))
         }
-        Poll::Ready(result) => deliver(env, future, result),
-        Poll::Pending => {
-            let mut completion = Completion(Some(env.new_global_ref(future)?));
-            runtime.spawn(async move {
-                let result = call.await;
-                completion.finish(result);
-            });
-            Ok(())
-        }
+        Started::Ready(result) => deliver(env, future, result),
+        Started::Spawned => Ok(()),
     }
 }
