@@ -28,6 +28,8 @@ pub enum Command {
     Bench(BenchArgs),
     /// Closed-loop decisions/s of rl-core beside a raw EVALSHA of a minimal ZSET script
     Throughput(ThroughputArgs),
+    /// Every limiter option (for --option NAME=VALUE): default, accepted values, what it does
+    Options,
 }
 
 /// Where the key lives. The env fallback exists for one-off commands only; the benchmarks insist on
@@ -41,6 +43,10 @@ pub struct Backend {
     /// Prefix of every Redis key rl writes [default: rl:]
     #[arg(long, value_name = "PREFIX")]
     pub prefix: Option<String>,
+    /// A limiter option, NAME=VALUE (repeatable; `rl options` lists them), e.g.
+    /// `-o retry_delay_ms=20 -o local_fallback=false`
+    #[arg(long = "option", short = 'o', value_name = "NAME=VALUE")]
+    pub options: Vec<String>,
     /// Print one JSON object instead of the human form
     #[arg(long)]
     pub json: bool,
@@ -155,6 +161,10 @@ pub struct BenchArgs {
     /// Prefix of every Redis key the run writes [default: rl:]
     #[arg(long, value_name = "PREFIX")]
     pub prefix: Option<String>,
+    /// A limiter option, NAME=VALUE (repeatable; `rl options` lists them), e.g.
+    /// `-o retry_delay_ms=20 -o local_fallback=false`
+    #[arg(long = "option", short = 'o', value_name = "NAME=VALUE")]
+    pub options: Vec<String>,
     /// Print one JSON object instead of the table
     #[arg(long)]
     pub json: bool,
@@ -187,6 +197,10 @@ pub struct ThroughputArgs {
     /// Prefix of every Redis key the run writes [default: rl:]
     #[arg(long, value_name = "PREFIX")]
     pub prefix: Option<String>,
+    /// A limiter option, NAME=VALUE (repeatable; `rl options` lists them), e.g.
+    /// `-o retry_delay_ms=20 -o local_fallback=false`
+    #[arg(long = "option", short = 'o', value_name = "NAME=VALUE")]
+    pub options: Vec<String>,
     /// Print one JSON object instead of the table
     #[arg(long)]
     pub json: bool,

@@ -66,13 +66,14 @@ fn open(b: &Backend) -> CliResult<Limiter> {
         .or_else(|| std::env::var(ENV_REDIS_URL).ok().filter(|u| !u.is_empty()));
     // A one-shot command keeps no state between runs, so a local decision would mean nothing:
     // an unreachable Redis is an error (exit 2), not a local answer.
-    let mut options = Options {
-        local_fallback: false,
-        ..Options::default()
-    };
-    if let Some(p) = &b.prefix {
-        options.key_prefix = p.clone();
-    }
+    let options = crate::options::build(
+        Options {
+            local_fallback: false,
+            ..Options::default()
+        },
+        b.prefix.as_deref(),
+        &b.options,
+    )?;
     let limiter = Limiter::open(url.as_deref(), options)?;
     if limiter.backend() == BackendKind::Memory {
         // Each `rl` invocation is its own process, so a memory window never outlives one call.

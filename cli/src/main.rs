@@ -7,6 +7,7 @@ mod args;
 mod bench;
 mod cmd_key;
 mod latency;
+mod options;
 mod progress;
 mod redis_admin;
 mod target;
@@ -62,6 +63,7 @@ fn main() -> ExitCode {
         Command::Reset(a) => cmd_key::reset(a),
         Command::Bench(a) => bench::run(a),
         Command::Throughput(a) => throughput::run(a),
+        Command::Options => options::list(),
     };
     match outcome {
         Ok(code) => ExitCode::from(code),

@@ -188,3 +188,57 @@ fn without_redis_the_memory_backend_is_used_and_announced() {
         stderr(&out)
     );
 }
+
+#[test]
+fn every_option_reaches_the_cli_through_the_core_table() {
+    let redis = server();
+    let url = redis.url();
+    // `rl options` lists every row of the core's table.
+    let listed = rl(&["options"]);
+    assert_eq!(listed.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&listed.stdout);
+    for s in rl_core::OPTIONS {
+        assert!(
+            text.lines().any(|l| l.starts_with(s.name)),
+            "{} missing from `rl options`",
+            s.name
+        );
+    }
+    // An option changes behaviour: the key prefix decides where the window lives.
+    let out = rl(&[
+        "acquire",
+        "cli:opt",
+        "--limit",
+        "5",
+        "--window",
+        "10s",
+        "--redis",
+        &url,
+        "-o",
+        "key_prefix=opt:",
+        "-o",
+        "retry_delay_ms=20ms",
+        "-o",
+        "client_clock=true",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let keys = redis.command(&[b"KEYS", b"opt:*"]).expect("KEYS");
+    assert_eq!(
+        keys,
+        rl_harness::RespValue::Array(vec![rl_harness::RespValue::Bulk(b"opt:{cli:opt}".to_vec())]),
+        "the window lives under the prefix given with -o key_prefix"
+    );
+    // Bad ones are the core's errors, naming the option, before any I/O (exit 2).
+    for (pair, named) in [
+        ("retry_delay_ms=abc", "`retry_delay_ms`"),
+        ("recover_after_ms=0", "`recover_after_ms`"),
+        ("local_fallback=yes", "`local_fallback`"),
+        ("bogus=1", "\"bogus\" is not an option"),
+    ] {
+        let out = rl(&[
+            "peek", "cli:opt", "--limit", "5", "--window", "10s", "--redis", &url, "-o", pair,
+        ]);
+        assert_eq!(out.status.code(), Some(2), "{pair}");
+        assert!(stderr(&out).contains(named), "{pair}: {}", stderr(&out));
+    }
+}

@@ -352,6 +352,38 @@ pub fn spec(name: &str) -> Option<&'static OptionSpec> {
 }
 
 impl OptionSpec {
+    /// A value from text (a command-line flag, a config file): `true`/`false` for booleans, a
+    /// whole number or a duration (`250ms`, `2s`) for milliseconds, a whole number for counts,
+    /// the text itself for strings; `default` (or nothing) for the default. The result still goes
+    /// through [`Options::set`], which checks the range.
+    pub fn parse(&self, text: &str) -> Result<Value> {
+        let t = text.trim();
+        if t.is_empty() || t == "default" {
+            return Ok(Value::Null);
+        }
+        let wrong = || {
+            Error::invalid_type(
+                self.name,
+                format!("is {text:?}; must be {}", self.kind.describe()),
+            )
+        };
+        match self.kind {
+            Kind::Text => Ok(Value::Text(text.to_string())),
+            Kind::Bool => match t {
+                "true" => Ok(Value::Bool(true)),
+                "false" => Ok(Value::Bool(false)),
+                _ => Err(wrong()),
+            },
+            Kind::Count => t.parse::<i128>().map(Value::Int).map_err(|_| wrong()),
+            Kind::Millis => match t.parse::<i128>() {
+                Ok(n) => Ok(Value::Int(n)),
+                Err(_) => crate::duration::parse_duration_ms(t)
+                    .map(|ms| Value::Int(ms as i128))
+                    .map_err(|_| wrong()),
+            },
+        }
+    }
+
     /// The option's current value in `options`.
     pub fn get(&self, options: &Options) -> Value {
         (self.get)(options)
@@ -468,6 +500,23 @@ impl Options {
         let c = s.check(value)?;
         (s.put)(self, c);
         Ok(())
+    }
+
+    /// Sets options from `name=value` texts (see [`OptionSpec::parse`]), as a command line or a
+    /// config file gives them; the error names the option, or `options` for a malformed pair.
+    pub fn set_text(&mut self, pair: &str) -> Result<()> {
+        let Some((name, text)) = pair.split_once('=') else {
+            return Err(Error::invalid(
+                "options",
+                format!("{pair:?} is not NAME=VALUE"),
+            ));
+        };
+        let name = name.trim();
+        let value = match spec(name) {
+            Some(s) => s.parse(text)?,
+            None => Value::Null,
+        };
+        self.set(name, value)
     }
 
     /// Options from `(name, value)` pairs on top of the defaults, then [`Options::validate`]d.

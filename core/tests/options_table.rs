@@ -117,3 +117,37 @@ fn spellings_round_trip_and_modes_are_listed_once() {
         assert_eq!(Mode::from_name(m.as_str()), Some(*m));
     }
 }
+
+#[test]
+fn text_values_parse_by_kind_and_are_range_checked() {
+    let mut o = Options::default();
+    o.set_text("retry_delay_ms=250ms").unwrap();
+    assert_eq!(o.retry_delay, std::time::Duration::from_millis(250));
+    o.set_text("retry_delay_ms=20").unwrap();
+    assert_eq!(o.retry_delay, std::time::Duration::from_millis(20));
+    o.set_text("local_fallback=false").unwrap();
+    assert!(!o.local_fallback);
+    o.set_text("instances=4").unwrap();
+    assert_eq!(o.instances, Some(4));
+    o.set_text("instances=default").unwrap();
+    assert_eq!(o.instances, None);
+    o.set_text("key_prefix=gw:").unwrap();
+    assert_eq!(o.key_prefix, "gw:");
+    let e = o.set_text("local_fallback=yes").unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::InvalidType {
+                name: "local_fallback",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let e = o.set_text("degrade_rtt_ms=2m").unwrap_err();
+    assert_eq!(e.argument(), Some("degrade_rtt_ms"), "{e}");
+    let e = o.set_text("nope=1").unwrap_err();
+    assert_eq!(e.argument(), Some("options"), "{e}");
+    let e = o.set_text("retry_delay_ms").unwrap_err();
+    assert_eq!(e.argument(), Some("options"), "{e}");
+}

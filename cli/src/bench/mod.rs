@@ -82,7 +82,7 @@ pub fn run(a: BenchArgs) -> CliResult<u8> {
 async fn bench(a: &BenchArgs, pattern: Pattern, target: &Target) -> CliResult<BenchReport> {
     // rl-core's own argument checks, on a memory limiter (no I/O), so a bad --limit is reported as
     // such even when Redis is unreachable.
-    Limiter::memory(options(a))?
+    Limiter::memory(options(a)?)?
         .peek(&a.key, a.limit, a.window)
         .await?;
     let admin = match &target.url {
@@ -103,12 +103,8 @@ async fn bench(a: &BenchArgs, pattern: Pattern, target: &Target) -> CliResult<Be
     Ok(BenchReport::new(a, pattern, target, sliding, fixed))
 }
 
-fn options(a: &BenchArgs) -> Options {
-    let mut o = Options::default();
-    if let Some(p) = &a.prefix {
-        o.key_prefix = p.clone();
-    }
-    o
+fn options(a: &BenchArgs) -> CliResult<Options> {
+    crate::options::build(Options::default(), a.prefix.as_deref(), &a.options)
 }
 
 /// One limiter under the whole schedule. Both kinds get the same schedule shape, each aligned to
@@ -127,11 +123,11 @@ async fn run_one(
         Kind::Sliding => {
             let limiters: Vec<Limiter> = if url.is_some() {
                 (0..n)
-                    .map(|_| Limiter::open(url, options(a)))
+                    .map(|_| options(a).and_then(|o| Ok(Limiter::open(url, o)?)))
                     .collect::<Result<_, _>>()?
             } else {
                 // Memory state lives in one Limiter: separate ones would be separate limits.
-                vec![Limiter::open(None, options(a))?; n]
+                vec![Limiter::open(None, options(a)?)?; n]
             };
             limiters[0].reset(&a.key).await?;
             // Connects each instance, loads the script, and rejects bad arguments before any load.
@@ -153,7 +149,7 @@ async fn run_one(
         }
         Kind::Fixed => {
             let admin = admin.expect("checked: Redis");
-            let o = options(a);
+            let o = options(a)?;
             let base = fixed_window::base_key(&o.key_prefix, &a.key);
             admin
                 .del_matching(&format!("{}:*", glob_escape(&base)))

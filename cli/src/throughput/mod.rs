@@ -81,10 +81,7 @@ pub fn run(a: ThroughputArgs) -> CliResult<u8> {
 }
 
 async fn throughput(a: &ThroughputArgs, target: &Target) -> CliResult<ThroughputReport> {
-    let mut options = Options::default();
-    if let Some(p) = &a.prefix {
-        options.key_prefix = p.clone();
-    }
+    let options = crate::options::build(Options::default(), a.prefix.as_deref(), &a.options)?;
     // rl-core's own argument checks first, without I/O (see bench).
     Limiter::memory(options.clone())?
         .peek(&a.key, a.limit, a.window)
