@@ -134,7 +134,7 @@ static const struct test TESTS[] = {
     {"backend_unavailable", test_backend_unavailable, 0},
     {"local_fallback", test_local_fallback, 0},
     {"stats", test_stats, 0},
-    {"bad_fallback_options", test_bad_fallback_options, 0},
+    {"option_conventions", test_option_conventions, 0},
     {"old_options_struct", test_old_options_struct, 0},
     {"options_v2_struct", test_options_v2_struct, 0},
     {"client_clock", test_client_clock, 0},

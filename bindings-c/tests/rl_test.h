@@ -62,7 +62,7 @@ void test_bad_arguments(void);
 void test_bad_open(void);
 
 /* test_options.c */
-void test_bad_fallback_options(void);
+void test_option_conventions(void);
 void test_old_options_struct(void);
 void test_options_v2_struct(void);
 void test_client_clock(void);

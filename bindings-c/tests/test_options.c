@@ -4,62 +4,12 @@
 #include <stdbool.h>
 #include <time.h>
 
-/* The new options' rules are the core's: RL_INVALID_ARGUMENT naming the option. */
-void test_bad_fallback_options(void) {
+/* C's own conventions for valid options (zero = default, RL_RETRY_IMMEDIATELY, the disable_ switch). */
+void test_option_conventions(void) {
     rl_limiter *l = (rl_limiter *)&l;
     rl_error *err = NULL;
-    rl_status st;
-    rl_options o = rl_options_default();
-    o.recover_rtt_ms = 10; /* above the default degrade_rtt of 5 ms */
-    st = rl_limiter_open(NULL, &o, &l, &err);
-    EXPECT_ERROR(st, err, RL_INVALID_ARGUMENT,
-                 "invalid argument `recover_rtt_ms`: is 10 ms, above degrade_rtt_ms (5 ms): recovery must demand a faster "
-                 "Redis than degradation tolerates");
-    CHECK(l == NULL, "*out not NULL after a failed open");
-    o = rl_options_default();
-    o.degrade_rtt_ms = 20;
-    o.recover_rtt_ms = 30;
-    st = rl_limiter_open("redis://127.0.0.1:1/", &o, &l, &err);
-    EXPECT_ERROR(st, err, RL_INVALID_ARGUMENT,
-                 "invalid argument `recover_rtt_ms`: is 30 ms, above degrade_rtt_ms (20 ms): recovery must demand a faster "
-                 "Redis than degradation tolerates");
-    o = rl_options_default();
-    o.instances = 1000001;
-    st = rl_limiter_open(NULL, &o, &l, &err);
-    EXPECT_ERROR(st, err, RL_INVALID_ARGUMENT, "invalid argument `instances`: is 1000001; must be between 1 and 1000000");
-    o.instances = (uint64_t)-1;
-    st = rl_limiter_open(NULL, &o, &l, &err);
-    EXPECT_ERROR(st, err, RL_INVALID_ARGUMENT,
-                 "invalid argument `instances`: is 18446744073709551615; must be between 1 and 1000000");
-    o = rl_options_default();
-    o.local_max_keys = 10000001;
-    st = rl_limiter_open(NULL, &o, &l, &err);
-    EXPECT_ERROR(st, err, RL_INVALID_ARGUMENT,
-                 "invalid argument `local_max_keys`: is 10000001; must be between 1 and 10000000");
-    /* Past what a size_t holds on 32-bit targets too: the core's range error, never a saturation. */
-    o.local_max_keys = (uint64_t)-1;
-    st = rl_limiter_open(NULL, &o, &l, &err);
-    EXPECT_ERROR(st, err, RL_INVALID_ARGUMENT,
-                 "invalid argument `local_max_keys`: is 18446744073709551615; must be between 1 and 10000000");
-    o = rl_options_default();
-    o.degrade_after_ms = 60001;
-    st = rl_limiter_open(NULL, &o, &l, &err);
-    EXPECT_ERROR(st, err, RL_INVALID_ARGUMENT, "invalid argument `degrade_after_ms`: is 60001 ms; must be between 1 and 60000 ms");
-    o = rl_options_default();
-    o.recover_after_ms = (uint64_t)-2;
-    st = rl_limiter_open(NULL, &o, &l, &err);
-    CHECK(st == RL_INVALID_ARGUMENT && err && starts_with(rl_error_message(err), "invalid argument `recover_after_ms`: is "),
-          "%s", rl_error_message(err));
-    rl_error_free(err);
-    o = rl_options_default();
-    o.degrade_rtt_ms = 60001;
-    st = rl_limiter_open(NULL, &o, &l, &err);
-    EXPECT_ERROR(st, err, RL_INVALID_ARGUMENT, "invalid argument `degrade_rtt_ms`: is 60001 ms; must be between 1 and 60000 ms");
-    /* The retry delay is at most 60 s; one longer than the request timeout means no retry. */
-    o = rl_options_default();
-    o.retry_delay_ms = 60001;
-    st = rl_limiter_open(NULL, &o, &l, &err);
-    EXPECT_ERROR(st, err, RL_INVALID_ARGUMENT, "invalid argument `retry_delay_ms`: is 60001 ms; must be between 0 and 60000 ms");
+    /* Every invalid option is a row of tests/conformance/invalid.json (test_conformance.c). */
+    rl_options o;
     o = rl_options_default();
     o.request_timeout_ms = 20;
     CHECK(rl_limiter_open(NULL, &o, &l, &err) == RL_OK, "a 20 ms timeout with the default retry delay: %s", rl_error_message(err));

@@ -12,7 +12,7 @@ use rl_core::unwind::{test_panic, TestPanic};
 use rl_core::{Decision, Error, Mode, Options, StatsKind, STATS_FIELDS};
 
 use crate::cache::cache;
-use crate::error::{option_error, Failure};
+use crate::error::{java_named, Failure};
 
 pub fn limiter<'a>(handle: jlong) -> Result<&'a Limiter, Failure> {
     // SAFETY: a non-zero handle was made by `open` from `Box::into_raw` and is freed only by
@@ -91,13 +91,13 @@ pub fn options(
         env.delete_local_ref(name)?;
         let value = env.get_object_array_element(values, i)?;
         let converted = match option_value(env, &name_text, &value) {
-            Err(Failure::Core(e)) => return Err(Failure::Core(option_error(e))),
+            Err(Failure::Core(e)) => return Err(Failure::Core(java_named(e))),
             other => other?,
         };
         env.delete_local_ref(value)?;
         pairs.push((name_text, converted));
     }
-    Options::from_pairs(pairs).map_err(|e| Failure::Core(option_error(e)))
+    Options::from_pairs(pairs).map_err(|e| Failure::Core(java_named(e)))
 }
 
 /// A boxed Java value as the core takes it: `Long`/`Integer`/`Short`/`Byte` → `Int`,

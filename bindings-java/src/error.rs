@@ -3,14 +3,15 @@
 //! on the caller's thread) and for asynchronous ones (passed to
 //! `CompletableFuture.completeExceptionally` from a runtime thread).
 
-use std::sync::OnceLock;
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
 
 use jni::objects::JThrowable;
 use jni::signature::ReturnType;
 use jni::sys::{jint, jlong, jvalue};
 use jni::JNIEnv;
 
-use rl_core::options::{camel_case, OPTIONS};
+use rl_core::options::camel_case;
 use rl_core::{Error, ErrorKind};
 
 use crate::cache::cache;
@@ -42,9 +43,10 @@ impl From<jni::errors::Error> for Failure {
     }
 }
 
-/// An option error naming the option as Java spells it (`retryDelayMs`, after the builder method
-/// the caller used) instead of its external snake_case name. Other errors pass unchanged.
-pub fn option_error(e: Error) -> Error {
+/// An argument error naming the argument as Java spells it: `retryDelayMs` after the builder
+/// method the caller used, `windowMs` after the parameter, instead of the core's snake_case name.
+/// Other errors pass unchanged.
+pub fn java_named(e: Error) -> Error {
     match e {
         Error::InvalidArgument { name, message } => Error::InvalidArgument {
             name: java_name(name),
@@ -58,14 +60,17 @@ pub fn option_error(e: Error) -> Error {
     }
 }
 
-/// `camel_case` of an option's name, made once per option so the error can keep a `&'static str`.
+/// `camel_case(name)`, made once per name (the core's names are a small fixed set of `&'static
+/// str`s) so the error can keep a `&'static str`.
 fn java_name(name: &'static str) -> &'static str {
-    static NAMES: OnceLock<Vec<String>> = OnceLock::new();
-    let names = NAMES.get_or_init(|| OPTIONS.iter().map(|s| camel_case(s.name)).collect());
-    OPTIONS
-        .iter()
-        .position(|s| s.name == name)
-        .map_or(name, |i| names[i].as_str())
+    static NAMES: OnceLock<Mutex<HashMap<&'static str, &'static str>>> = OnceLock::new();
+    let mut names = NAMES
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    names
+        .entry(name)
+        .or_insert_with(|| Box::leak(camel_case(name).into_boxed_str()))
 }
 
 // Exception kinds understood by `Native.error` (its switch names the same numbers).
@@ -97,11 +102,21 @@ fn describe(f: &Failure) -> (jint, String, [jlong; 4]) {
                 ErrorKind::BackendUnavailable => KIND_BACKEND_UNAVAILABLE,
                 ErrorKind::Backend | ErrorKind::ClockSkew => KIND_BACKEND,
             };
-            (kind, e.to_string(), none)
+            (kind, java_named_text(e), none)
         }
         Failure::State(m) => (KIND_ILLEGAL_STATE, m.clone(), none),
         Failure::Internal(m) => (KIND_INTERNAL, m.clone(), none),
         Failure::Pending => (KIND_INTERNAL, "a Java exception was pending".into(), none),
+    }
+}
+
+/// `e`'s message with an argument named as Java spells it.
+fn java_named_text(e: &Error) -> String {
+    match e {
+        Error::InvalidArgument { name, message } | Error::InvalidType { name, message } => {
+            format!("invalid argument `{}`: {message}", java_name(name))
+        }
+        other => other.to_string(),
     }
 }
 
