@@ -1,8 +1,9 @@
 //! The Node.js binding of rl: a thin napi-rs layer over `rl_core::Limiter`.
 //!
-//! Every call returns a Promise at once. The decision itself runs on the core's tokio runtime
-//! (`rl_core::runtime::handle()`), never on the JavaScript thread, and comes back through
-//! [`bridge`]; the memory backend (no URL) decides inline: it never waits on anything.
+//! Every call returns a Promise at once, started by `rl_core::runtime::run_or_spawn`: a call
+//! decided at its first poll (the memory backend, an argument error) settles its promise right
+//! away; one that waits (Redis) continues on the core's tokio runtime, never blocking the
+//! JavaScript thread, and comes back through [`bridge`].
 //!
 //! A panic never crosses into Node (that aborts the process) and never leaves a promise pending
 //! (that hangs its caller and keeps the process alive): every method body runs under

@@ -1,17 +1,17 @@
-//! `NativeLimiter`, the class `limiter.js` wraps: opens the core's limiter and runs each call on
-//! the core's runtime (or inline, for the memory backend), settling its promise through `bridge`.
+//! `NativeLimiter`, the class `limiter.js` wraps: opens the core's limiter and starts each call
+//! with `rl_core::runtime::run_or_spawn`, settling its promise at once or through `bridge`.
 
 use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
 
 use napi::bindgen_prelude::*;
 use napi::sys;
 use napi_derive::napi;
+use rl_core::runtime::{run_or_spawn, Started};
 use rl_core::unwind::{test_panic, CatchUnwind, TestPanic};
 
-use crate::bridge::{new_promise, settle, Notifier, Notify, Outcome, Queue};
+use crate::bridge::{new_promise, settle, Deferred, Notifier, Notify, Outcome, Queue};
 use crate::convert::{self, key_bytes, whole};
 use crate::errors::{ErrorArgs, Factories, PANIC_CODE};
 use crate::options;
@@ -20,9 +20,7 @@ use crate::options;
 #[napi]
 pub struct NativeLimiter {
     core: Option<rl_core::Limiter>,
-    inline: bool,
     instance_id: Option<String>,
-    runtime: tokio::runtime::Handle,
     queue: Arc<Queue>,
     notifier: Option<Arc<Notifier>>,
 }
@@ -70,8 +68,6 @@ impl NativeLimiter {
         let options = options::from_object(options)?.map_err(|e| factories.throw(env, &e))?;
         let core = rl_core::Limiter::open(url.as_deref(), options)
             .map_err(|e| factories.throw(env, &e))?;
-        let runtime = rl_core::runtime::handle().map_err(|e| factories.throw(env, &e))?;
-        let inline = core.backend() == rl_core::BackendKind::Memory;
         let instance_id = core.instance_id().map(str::to_owned);
 
         let queue = Arc::new(Queue::new(factories));
@@ -87,9 +83,7 @@ impl NativeLimiter {
         queue.tsfn.store(tsfn.raw(), Ordering::Relaxed);
         Ok(NativeLimiter {
             core: Some(core),
-            inline,
             instance_id,
-            runtime,
             queue: queue.clone(),
             notifier: Some(Arc::new(Notifier { queue, tsfn })),
         })
@@ -148,9 +142,12 @@ impl NativeLimiter {
             let key = key_bytes(key);
             test_panic(TestPanic::Caller, &key);
             self.run(&env, move |core| async move {
-                test_panic(TestPanic::Future, &key);
                 let (l, w, c) = nums?;
-                core.acquire(key, l, w, c).await.map(Outcome::Decision)
+                let r = core.acquire(&key, l, w, c).await;
+                // After the core's call: for Redis that is in the task on the runtime (the first
+                // poll, on this thread, only started it), for memory on this thread.
+                test_panic(TestPanic::Future, &key);
+                r.map(Outcome::Decision)
             })
         })
     }
@@ -168,9 +165,10 @@ impl NativeLimiter {
             let key = key_bytes(key);
             test_panic(TestPanic::Caller, &key);
             self.run(&env, move |core| async move {
-                test_panic(TestPanic::Future, &key);
                 let (l, w) = nums?;
-                core.peek(key, l, w).await.map(Outcome::Decision)
+                let r = core.peek(&key, l, w).await;
+                test_panic(TestPanic::Future, &key);
+                r.map(Outcome::Decision)
             })
         })
     }
@@ -181,8 +179,9 @@ impl NativeLimiter {
             let key = key_bytes(key);
             test_panic(TestPanic::Caller, &key);
             self.run(&env, move |core| async move {
+                let r = core.reset(&key).await;
                 test_panic(TestPanic::Future, &key);
-                core.reset(key).await.map(|()| Outcome::Done)
+                r.map(|()| Outcome::Done)
             })
         })
     }
@@ -219,6 +218,9 @@ impl NativeLimiter {
         })
     }
 
+    /// Starts a call: decided at once if it can be (memory backend, argument error), else it goes
+    /// on the core's runtime and the promise is settled through the queue. Polled here or there,
+    /// a panic in the call settles its promise all the same.
     fn run<F, Fut>(&self, env: &Env, call: F) -> Result<Unknown<'static>>
     where
         F: FnOnce(rl_core::Limiter) -> Fut,
@@ -226,31 +228,33 @@ impl NativeLimiter {
     {
         let (deferred, promise) = new_promise(env)?;
         let promise = unsafe { Unknown::from_raw_unchecked(env.raw(), promise) };
+        let factories = &self.queue.factories;
         let (Some(core), Some(notifier)) = (&self.core, &self.notifier) else {
-            let e = self.queue.factories.closed_error(env)?;
+            let e = factories.closed_error(env)?;
             unsafe { sys::napi_reject_deferred(env.raw(), deferred.0, e) };
             return Ok(promise);
         };
-        // Polled here or on the runtime, a panic in the call settles its promise all the same.
-        let mut fut = Box::pin(CatchUnwind::new(call(core.clone())));
-        let outcome = |r: std::result::Result<rl_core::Result<Outcome>, String>| match r {
-            Ok(r) => r.unwrap_or_else(Outcome::Failed),
-            Err(panic) => Outcome::Panicked(panic),
-        };
-        if self.inline {
-            // The memory backend never waits: decide right here, no thread hop. (Should it ever
-            // wait, the call simply continues on the runtime below.)
-            if let Poll::Ready(r) = fut.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
-                settle(env, &self.queue.factories, deferred, outcome(r));
-                return Ok(promise);
-            }
-        }
-        self.queue.started(env);
-        let notifier = notifier.clone();
-        self.runtime.spawn(async move {
-            let outcome = outcome(fut.await);
-            notifier.complete(deferred, outcome);
+        // The completion is made only when the call is not ready at once: one of the two holders
+        // of this deferred settles it, never both.
+        let raw = deferred.0;
+        let started = run_or_spawn(CatchUnwind::new(call(core.clone())), || {
+            self.queue.started(env);
+            let (notifier, deferred) = (notifier.clone(), Deferred(raw));
+            move |r| notifier.complete(deferred, outcome(r))
         });
+        match started {
+            Ok(Started::Ready(r)) => settle(env, factories, deferred, outcome(r)),
+            Ok(Started::Spawned) => {}
+            Err(e) => settle(env, factories, deferred, Outcome::Failed(e)),
+        }
         Ok(promise)
+    }
+}
+
+/// A finished call's future output as the promise settles it.
+fn outcome(r: std::result::Result<rl_core::Result<Outcome>, String>) -> Outcome {
+    match r {
+        Ok(r) => r.unwrap_or_else(Outcome::Failed),
+        Err(panic) => Outcome::Panicked(panic),
     }
 }

@@ -1,6 +1,6 @@
-//! The asyncio API's native half. A call queues the core's future for the core's tokio runtime
-//! and is resolved through an `asyncio.Future` of the running loop (see bridge.rs); no thread is
-//! started or blocked per call. Everything that talks to the event loop is done by the Python
+//! The asyncio API's native half. A call is decided at once if it can be, else it continues on
+//! the core's tokio runtime and is resolved through an `asyncio.Future` of the running loop (see
+//! bridge.rs); no thread is started or blocked per call. Everything that talks to the event loop is done by the Python
 //! half (`rl/__init__.py`); the methods here only move data.
 
 use pyo3::prelude::*;
@@ -17,8 +17,9 @@ use crate::slot::Slot;
 use crate::stats::Stats;
 
 /// The async limiter's native half; `rl.AsyncLimiter` wraps it in coroutines. Each method
-/// queues the call on `bridge` to resolve `fut` and returns whether the caller must schedule
-/// `bridge.submit`. With the memory backend use the `decide_*` methods, which answer in place.
+/// starts the call on `bridge` and returns its result if it is decided at once, else `fut`, which
+/// the bridge resolves. With the memory backend use the `decide_*` methods, which answer in place
+/// with no future at all.
 #[pyclass(module = "rl._rl", name = "AsyncCore", frozen, weakref)]
 pub(crate) struct AsyncCore {
     slot: Slot,
@@ -54,7 +55,7 @@ impl AsyncCore {
         limit: &Bound<'py, PyAny>,
         window_ms: &Bound<'py, PyAny>,
         cost: Arg<'py>,
-    ) -> PyResult<bool> {
+    ) -> PyResult<Bound<'py, PyAny>> {
         errors::guard(py, || {
             let key = convert::key(key)?;
             let limit = convert::u64_arg("limit", limit)?;
@@ -63,12 +64,13 @@ impl AsyncCore {
             let l = self.slot.get(py, WHAT)?.as_async().clone();
             let key = key.as_bytes().to_vec();
             test_panic(TestPanic::Caller, &key);
-            Ok(bridge.get().queue(fut, async move {
+            bridge.get().start(py, fut, async move {
+                let r = l.acquire(&key, limit, window_ms, cost).await;
+                // After the core's call: for Redis that is in the task on the runtime (the first
+                // poll, on this thread, only started it).
                 test_panic(TestPanic::Future, &key);
-                l.acquire(key, limit, window_ms, cost)
-                    .await
-                    .map(Outcome::Decision)
-            }))
+                r.map(Outcome::Decision)
+            })
         })
     }
 
@@ -80,7 +82,7 @@ impl AsyncCore {
         key: &Bound<'py, PyAny>,
         limit: &Bound<'py, PyAny>,
         window_ms: &Bound<'py, PyAny>,
-    ) -> PyResult<bool> {
+    ) -> PyResult<Bound<'py, PyAny>> {
         errors::guard(py, || {
             let key = convert::key(key)?;
             let limit = convert::u64_arg("limit", limit)?;
@@ -88,10 +90,11 @@ impl AsyncCore {
             let l = self.slot.get(py, WHAT)?.as_async().clone();
             let key = key.as_bytes().to_vec();
             test_panic(TestPanic::Caller, &key);
-            Ok(bridge.get().queue(fut, async move {
+            bridge.get().start(py, fut, async move {
+                let r = l.peek(&key, limit, window_ms).await;
                 test_panic(TestPanic::Future, &key);
-                l.peek(key, limit, window_ms).await.map(Outcome::Decision)
-            }))
+                r.map(Outcome::Decision)
+            })
         })
     }
 
@@ -101,16 +104,17 @@ impl AsyncCore {
         bridge: &Bound<'py, Bridge>,
         fut: &Bound<'py, PyAny>,
         key: &Bound<'py, PyAny>,
-    ) -> PyResult<bool> {
+    ) -> PyResult<Bound<'py, PyAny>> {
         errors::guard(py, || {
             let key = convert::key(key)?;
             let l = self.slot.get(py, WHAT)?.as_async().clone();
             let key = key.as_bytes().to_vec();
             test_panic(TestPanic::Caller, &key);
-            Ok(bridge.get().queue(fut, async move {
+            bridge.get().start(py, fut, async move {
+                let r = l.reset(&key).await;
                 test_panic(TestPanic::Future, &key);
-                l.reset(key).await.map(|_| Outcome::Done)
-            }))
+                r.map(|_| Outcome::Done)
+            })
         })
     }
 
@@ -119,12 +123,14 @@ impl AsyncCore {
         py: Python<'py>,
         bridge: &Bound<'py, Bridge>,
         fut: &Bound<'py, PyAny>,
-    ) -> PyResult<bool> {
+    ) -> PyResult<Bound<'py, PyAny>> {
         errors::guard(py, || {
             let l = self.slot.get(py, WHAT)?.as_async().clone();
-            Ok(bridge
-                .get()
-                .queue(fut, async move { l.ping().await.map(|_| Outcome::Done) }))
+            bridge.get().start(
+                py,
+                fut,
+                async move { l.ping().await.map(|_| Outcome::Done) },
+            )
         })
     }
 

@@ -5,14 +5,18 @@
 //! queue of finished results plus a non-blocking pipe the loop watches (`loop.add_reader`). A
 //! runtime task pushes its result and writes one byte only when the queue was empty, so a burst
 //! of completions costs one wake-up; the loop thread then takes the batch and resolves the
-//! futures. Likewise the calls made during one loop iteration reach the runtime with one spawn.
+//! futures.
+//!
+//! A call starts with `rl_core::runtime::run_or_spawn`: one decided at its first poll (an
+//! argument error, a local decision) is returned at once, with no task, no future to resolve
+//! and no wake-up; only one that waits goes through the pipe.
 //!
 //! A panic inside a call's future settles its asyncio future with `NativePanicError` (the future
 //! runs under `rl_core::unwind::CatchUnwind`), so an awaiting coroutine never waits forever; a
 //! panic in a method itself is raised the same way (`errors::guard`).
 //!
-//! Everything that talks to the event loop (get_running_loop, create_future, call_soon,
-//! set_result, add_reader) is done by the Python half (`rl/__init__.py`), never under a Rust
+//! Everything that talks to the event loop (get_running_loop, create_future, set_result,
+//! add_reader) is done by the Python half (`rl/__init__.py`), never under a Rust
 //! frame: at interpreter exit CPython may end a daemon thread that runs Python code, and that
 //! must not happen with PyO3's frames on its stack (see lifecycle.rs). The native methods here
 //! only move data.
@@ -26,6 +30,7 @@ use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 
+use rl_core::runtime::{run_or_spawn, Started};
 use rl_core::unwind::CatchUnwind;
 
 use crate::decision::Decision;
@@ -41,7 +46,6 @@ pub(crate) enum Outcome {
 /// A call's result, or the message of the panic that ended it.
 type Finished = Result<rl_core::Result<Outcome>, String>;
 type Completion = (u64, Finished);
-type Job = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
 /// The part of a bridge the runtime's tasks hold: results, and the pipe that wakes the loop.
 struct Shared {
@@ -115,9 +119,6 @@ pub(crate) struct Bridge {
     shared: Arc<Shared>,
     /// Futures waiting for a result, by call id. Only touched with the GIL held.
     pending: Mutex<HashMap<u64, Py<PyAny>>>,
-    /// Calls made during the current loop iteration, handed to the runtime together by `submit`
-    /// (one wake-up of the runtime per iteration instead of one per call). GIL-held only.
-    outbox: Mutex<Vec<Job>>,
     next_id: AtomicU64,
     generation: u64,
 }
@@ -132,7 +133,6 @@ impl Bridge {
         Ok(Bridge {
             shared: Arc::new(shared),
             pending: Mutex::new(HashMap::new()),
-            outbox: Mutex::new(Vec::new()),
             next_id: AtomicU64::new(0),
             generation: lifecycle::generation(),
         })
@@ -150,37 +150,10 @@ impl Bridge {
         self.generation != lifecycle::generation()
     }
 
-    /// Starts every call queued since the last submit, with one spawn (the runtime then spawns
-    /// each call on its own, cheaply, from inside). The first call of a loop iteration schedules
-    /// this with `call_soon`.
-    fn submit(&self, py: Python<'_>) -> PyResult<()> {
-        errors::guard(py, || {
-            let jobs = std::mem::take(&mut *self.outbox.lock().unwrap_or_else(|p| p.into_inner()));
-            if jobs.is_empty() {
-                return Ok(());
-            }
-            let handle = rl_core::runtime::handle().map_err(|e| errors::to_py(py, e))?;
-            if jobs.len() == 1 {
-                handle.spawn(jobs.into_iter().next().expect("one job"));
-            } else {
-                handle.spawn(async move {
-                    for job in jobs {
-                        tokio::spawn(job);
-                    }
-                });
-            }
-            Ok(())
-        })
-    }
-
     /// Forgets every pending call: for a bridge whose loop is closed, whose futures can never be
     /// resolved (and would keep the loop alive).
     fn abandon(&self) {
         self.pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clear();
-        self.outbox
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clear();
@@ -241,24 +214,34 @@ impl Bridge {
 }
 
 impl Bridge {
-    /// Queues `work` to resolve `fut`; true if it is the first of this loop iteration (the caller
-    /// then schedules `submit`).
-    pub(crate) fn queue<F>(&self, fut: &Bound<'_, PyAny>, work: F) -> bool
+    /// Starts `work`: its result (a `Decision` or `None`) if it is decided at once, else `fut`,
+    /// which `take` hands back with the result once the runtime has it.
+    pub(crate) fn start<'py, F>(
+        &self,
+        py: Python<'py>,
+        fut: &Bound<'py, PyAny>,
+        work: F,
+    ) -> PyResult<Bound<'py, PyAny>>
     where
         F: std::future::Future<Output = rl_core::Result<Outcome>> + Send + 'static,
     {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        self.pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(id, fut.clone().unbind());
-        let shared = self.shared.clone();
-        let job: Job = Box::pin(async move {
-            let r = CatchUnwind::new(work).await;
-            shared.complete((id, r));
+        let started = run_or_spawn(CatchUnwind::new(work), || {
+            let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+            self.pending
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(id, fut.clone().unbind());
+            let shared = self.shared.clone();
+            move |r| shared.complete((id, r))
         });
-        let mut outbox = self.outbox.lock().unwrap_or_else(|p| p.into_inner());
-        outbox.push(job);
-        outbox.len() == 1
+        match started.map_err(|e| errors::to_py(py, e))? {
+            Started::Spawned => Ok(fut.clone()),
+            Started::Ready(Ok(Ok(Outcome::Decision(d)))) => {
+                Ok(Bound::new(py, Decision::from(d))?.into_any())
+            }
+            Started::Ready(Ok(Ok(Outcome::Done))) => Ok(py.None().into_bound(py)),
+            Started::Ready(Ok(Err(e))) => Err(errors::to_py(py, e)),
+            Started::Ready(Err(panic)) => Err(errors::panicked(py, panic)),
+        }
     }
 }

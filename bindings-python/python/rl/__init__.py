@@ -156,9 +156,8 @@ class AsyncLimiter:
         loop = get_running_loop()
         bridge = self._bridge_for(loop)
         fut: "asyncio.Future[Decision]" = loop.create_future()
-        if self._core.acquire(bridge, fut, key, limit, window_ms, cost):
-            loop.call_soon(bridge.submit)
-        return await fut
+        r = self._core.acquire(bridge, fut, key, limit, window_ms, cost)
+        return r if isinstance(r, Decision) else await r
 
     async def peek(self, key: Key, limit: int, window_ms: int) -> Decision:
         """The window's state without taking anything; ``allowed`` tells whether one permit
@@ -168,9 +167,8 @@ class AsyncLimiter:
         loop = get_running_loop()
         bridge = self._bridge_for(loop)
         fut: "asyncio.Future[Decision]" = loop.create_future()
-        if self._core.peek(bridge, fut, key, limit, window_ms):
-            loop.call_soon(bridge.submit)
-        return await fut
+        r = self._core.peek(bridge, fut, key, limit, window_ms)
+        return r if isinstance(r, Decision) else await r
 
     async def reset(self, key: Key) -> None:
         """Forgets everything admitted on ``key``."""
@@ -179,9 +177,9 @@ class AsyncLimiter:
         loop = get_running_loop()
         bridge = self._bridge_for(loop)
         fut: "asyncio.Future[None]" = loop.create_future()
-        if self._core.reset(bridge, fut, key):
-            loop.call_soon(bridge.submit)
-        await fut
+        r = self._core.reset(bridge, fut, key)
+        if r is not None:
+            await r
 
     async def ping(self) -> None:
         """Checks that the backend answers (connecting if needed): readiness probes, fail-fast
@@ -191,9 +189,9 @@ class AsyncLimiter:
         loop = get_running_loop()
         bridge = self._bridge_for(loop)
         fut: "asyncio.Future[None]" = loop.create_future()
-        if self._core.ping(bridge, fut):
-            loop.call_soon(bridge.submit)
-        await fut
+        r = self._core.ping(bridge, fut)
+        if r is not None:
+            await r
 
     def redis_key(self, key: Key) -> bytes:
         """The Redis key that holds ``key``'s window."""
