@@ -23,7 +23,32 @@ pub fn outputs() -> Vec<Output> {
             comment: "#",
             text: stubs_region(),
         },
+        Output::Region {
+            path: "bindings-python/README.md",
+            comment: "<!--",
+            text: readme(),
+        },
     ]
+}
+
+/// The README's option and stats tables, with Python's defaults and types.
+fn readme() -> String {
+    let mut t =
+        String::from("| keyword | default | accepts | meaning |\n| --- | --- | --- | --- |\n");
+    for s in OPTIONS {
+        t += &format!(
+            "| `{}` | `{}` | {} | {} |\n",
+            s.name,
+            py_default(&(s.default)()),
+            crate::readme::range(s.kind, s.min, s.max),
+            s.doc
+        );
+    }
+    t += "\n#### `Stats` attributes\n\n| attribute | type | meaning |\n| --- | --- | --- |\n";
+    for f in STATS_FIELDS {
+        t += &format!("| `{}` | `{}` | {} |\n", f.name, stats_type(f.kind), f.doc);
+    }
+    t
 }
 
 /// A doc line as the body of a `"""` string.
