@@ -281,7 +281,11 @@ mod tests {
     #[test]
     fn names_are_distinct_from_plain_keys_and_each_other() {
         let k = sub_key("rl:", b"api", 0, 4);
-        assert!(k.starts_with(b"rl:{api%s0.4."), "{:?}", String::from_utf8_lossy(&k));
+        assert!(
+            k.starts_with(b"rl:{api%s0.4."),
+            "{:?}",
+            String::from_utf8_lossy(&k)
+        );
         assert_ne!(k, keys::redis_key("rl:", b"api%s0.4."));
         let all: std::collections::HashSet<Vec<u8>> =
             (0..8).map(|i| sub_key("rl:", b"api", i, 8)).collect();
