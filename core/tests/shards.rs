@@ -267,8 +267,16 @@ fn cluster_unbalanced_load_under_admission_is_small() {
             .sum::<u64>()
             - borrows_before;
         let denied = shots.iter().filter(|s| !s.d.allowed).count();
+        let granted = |who: usize| -> u64 {
+            shots
+                .iter()
+                .filter(|s| s.who == who && s.d.allowed)
+                .map(|s| s.cost)
+                .sum()
+        };
+        let per_instance: Vec<u64> = (0..4).map(granted).collect();
         report.push(format!(
-            "costs 1..={max_cost}: {} decisions ({denied} denied, {:.0}% from the heavy instance), {:.2} Redis calls per decision, admitted {:.2}% of the limit over {windows} windows (under-admission {:.2}%), most in any window {most}",
+            "costs 1..={max_cost}: {} decisions ({denied} denied, {:.0}% from the heavy instance), {:.2} Redis calls per decision, admitted {:.2}% of the limit over {windows} windows (under-admission {:.2}%), most in any window {most}, permits per instance {per_instance:?}",
             shots.len(),
             heavy_share * 100.0,
             (shots.len() as u64 + borrows) as f64 / shots.len() as f64,
