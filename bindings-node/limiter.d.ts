@@ -74,6 +74,11 @@ export interface LimiterOptions {
    * Default: 10000. Accepts: 1–10000000.
    */
   localMaxKeys?: number | bigint | null
+  /**
+   * Splits every limit over this many Redis keys on evenly spread Cluster slots (one hot key's load on several masters), each holding its share; exact, one request's cost must fit one share; 1 = off. Every instance must use the same value.
+   * Default: 1. Accepts: 1–64.
+   */
+  keyShards?: number | bigint | null
 }
 
 /**
@@ -130,6 +135,8 @@ export interface Stats {
   rttP99Us: number
   /** Slowest sampled Redis round trip, in microseconds. */
   rttMaxUs: number
+  /** Calls to a sharded key's other shards after its home shard denied (keyShards). */
+  shardBorrows: number
 }
 // END GENERATED
 

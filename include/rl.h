@@ -145,7 +145,8 @@ typedef struct rl_limiter rl_limiter;
  * ABI evolution: later versions only append fields. `struct_size` tells the library which version
  * of the struct the caller was compiled against, so an old program keeps working with a newer
  * library: fields past its `struct_size` are never read and take their defaults. Known versions: 1
- * (up to `request_timeout_ms`), 2 (up to `local_max_keys`), 3 (up to `max_clock_skew_ms`).
+ * (up to `request_timeout_ms`), 2 (up to `local_max_keys`), 3 (up to `max_clock_skew_ms`), 4 (up
+ * to `key_shards`).
  */
 typedef struct rl_options {
     /**
@@ -240,6 +241,14 @@ typedef struct rl_options {
      * smallest other value.) Since version 3 of this struct.
      */
     uint64_t max_clock_skew_ms;
+    /**
+     * Splits every limit over this many Redis keys on evenly spread Cluster slots (one hot key's
+     * load on several masters), each holding its share; exact, one request's cost must fit one
+     * share; 1 = off. Every instance must use the same value.
+     *
+     * 1 to 64; 0: the default, 1. Since version 4 of this struct.
+     */
+    uint64_t key_shards;
 } rl_options;
 
 /**
@@ -388,6 +397,10 @@ typedef struct rl_stats {
      * Slowest sampled Redis round trip, in microseconds.
      */
     uint64_t rtt_max_us;
+    /**
+     * Calls to a sharded key's other shards after its home shard denied (key_shards).
+     */
+    uint64_t shard_borrows;
 } rl_stats;
 
 #ifdef __cplusplus

@@ -45,7 +45,8 @@ pub(crate) const MODES: [rl_mode; 3] = [
 /// ABI evolution: later versions only append fields. `struct_size` tells the library which version
 /// of the struct the caller was compiled against, so an old program keeps working with a newer
 /// library: fields past its `struct_size` are never read and take their defaults. Known versions: 1
-/// (up to `request_timeout_ms`), 2 (up to `local_max_keys`), 3 (up to `max_clock_skew_ms`).
+/// (up to `request_timeout_ms`), 2 (up to `local_max_keys`), 3 (up to `max_clock_skew_ms`), 4 (up
+/// to `key_shards`).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct rl_options {
@@ -113,6 +114,12 @@ pub struct rl_options {
     /// In ms, 0 to 2592000000; 0: the default, 1000 ms. (0 itself cannot be set here: 1 is the
     /// smallest other value.) Since version 3 of this struct.
     pub max_clock_skew_ms: u64,
+    /// Splits every limit over this many Redis keys on evenly spread Cluster slots (one hot key's
+    /// load on several masters), each holding its share; exact, one request's cost must fit one
+    /// share; 1 = off. Every instance must use the same value.
+    ///
+    /// 1 to 64; 0: the default, 1. Since version 4 of this struct.
+    pub key_shards: u64,
 }
 
 /// Every field after `struct_size`, in struct order: the option it sets, the struct version
@@ -196,13 +203,20 @@ pub(crate) static OPTION_FIELDS: &[OptionField] = &[
         offset: offset_of!(rl_options, max_clock_skew_ms),
         convention: Convention::Number,
     },
+    OptionField {
+        option: "key_shards",
+        version: 4,
+        offset: offset_of!(rl_options, key_shards),
+        convention: Convention::Number,
+    },
 ];
 
 /// The size of each version of `rl_options`: (version, size).
-pub(crate) const OPTIONS_SIZES: [(u32, usize); 3] = [
+pub(crate) const OPTIONS_SIZES: [(u32, usize); 4] = [
     (1, offset_of!(rl_options, retry_delay_ms)),
     (2, offset_of!(rl_options, client_clock)),
-    (3, size_of::<rl_options>()),
+    (3, offset_of!(rl_options, key_shards)),
+    (4, size_of::<rl_options>()),
 ];
 
 /// What `rl_stats_get` reports: which path decides now, how often each path decided, the fallback
@@ -268,6 +282,8 @@ pub struct rl_stats {
     pub rtt_p99_us: u64,
     /// Slowest sampled Redis round trip, in microseconds.
     pub rtt_max_us: u64,
+    /// Calls to a sharded key's other shards after its home shard denied (key_shards).
+    pub shard_borrows: u64,
 }
 
 impl rl_stats {
@@ -300,6 +316,7 @@ impl rl_stats {
             rtt_p50_us: take(fields, "rtt_p50_us")?,
             rtt_p99_us: take(fields, "rtt_p99_us")?,
             rtt_max_us: take(fields, "rtt_max_us")?,
+            shard_borrows: take(fields, "shard_borrows")?,
         })
     }
 }

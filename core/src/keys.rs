@@ -30,6 +30,14 @@ pub fn redis_key(prefix: &str, user_key: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(prefix.len() + user_key.len() + 2);
     out.extend_from_slice(prefix.as_bytes());
     out.push(b'{');
+    push_escaped(&mut out, user_key);
+    out.push(b'}');
+    out
+}
+
+/// Appends `user_key` escaped: afterwards every `%` in it is followed by `25`, `7B` or `7D`, which
+/// leaves any other `%` sequence free for rl's own suffixes (the sub-keys of `shards.rs`).
+pub(crate) fn push_escaped(out: &mut Vec<u8>, user_key: &[u8]) {
     for &b in user_key {
         match b {
             b'%' => out.extend_from_slice(b"%25"),
@@ -38,8 +46,6 @@ pub fn redis_key(prefix: &str, user_key: &[u8]) -> Vec<u8> {
             _ => out.push(b),
         }
     }
-    out.push(b'}');
-    out
 }
 
 /// The Cluster hash slot of a Redis key: CRC16 of its hash tag (the first non-empty `{...}`), or

@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::options::Options;
 use crate::redis_path::RedisPath;
 use crate::stats::Stats;
-use crate::{keys, url, validate};
+use crate::{keys, shards, url, validate};
 
 enum Backend {
     Redis(Arc<RedisPath>),
@@ -23,6 +23,7 @@ struct Inner {
     backend: Backend,
     options: Options,
     memory_decisions: AtomicU64,
+    shard_borrows: AtomicU64,
 }
 
 impl std::fmt::Debug for Inner {
@@ -72,6 +73,7 @@ impl Limiter {
                 backend,
                 options,
                 memory_decisions: AtomicU64::new(0),
+                shard_borrows: AtomicU64::new(0),
             }),
         })
     }
@@ -97,6 +99,38 @@ impl Limiter {
         keys::redis_key(&self.inner.options.key_prefix, key.as_ref())
     }
 
+    /// The Redis keys that hold `key`'s windows: one, or with `key_shards` > 1 one per shard, in
+    /// shard order (see `shards.rs` for the layout and their slots).
+    pub fn shard_keys(&self, key: impl AsRef<[u8]>) -> Vec<Vec<u8>> {
+        let n = self.inner.options.key_shards;
+        if n <= 1 {
+            return vec![self.redis_key(key)];
+        }
+        let prefix = &self.inner.options.key_prefix;
+        (0..n)
+            .map(|i| shards::sub_key(prefix, key.as_ref(), i, n))
+            .collect()
+    }
+
+    /// The shard this instance asks first for a sharded key (a hash of its instance id); 0 when
+    /// nothing is sharded (`key_shards` 1, or the memory backend).
+    pub fn home_shard(&self) -> u64 {
+        match &self.inner.backend {
+            Backend::Redis(r) if self.sharded() => shards::home(r.instance_id(), self.shards()),
+            _ => 0,
+        }
+    }
+
+    fn shards(&self) -> u64 {
+        self.inner.options.key_shards
+    }
+
+    /// Whether keys are split over several Redis keys: `key_shards` > 1 on Redis (the memory
+    /// backend is one process that holds every limit whole).
+    fn sharded(&self) -> bool {
+        self.shards() > 1 && matches!(self.inner.backend, Backend::Redis(_))
+    }
+
     /// Takes `cost` permits from `key`'s window if they fit: at most `limit` permits in any
     /// `window_ms` span. A denied request takes nothing.
     pub async fn acquire(
@@ -108,6 +142,7 @@ impl Limiter {
     ) -> Result<Decision> {
         let key = key.as_ref();
         validate::acquire(key, limit, window_ms, cost)?;
+        shards::check_cost(cost, limit, self.shards())?;
         self.decide(Request {
             key,
             limit,
@@ -142,6 +177,9 @@ impl Limiter {
         let key = key.as_ref();
         validate::key(key)?;
         match &self.inner.backend {
+            Backend::Redis(r) if self.sharded() => {
+                shards::reset(r, &self.inner.options.key_prefix, key, self.shards()).await
+            }
             Backend::Redis(r) => r.reset(&self.redis_key(key)).await,
             Backend::Memory(m) => {
                 m.reset(key);
@@ -185,9 +223,13 @@ impl Limiter {
                 rtt_p50_us: 0,
                 rtt_p99_us: 0,
                 rtt_max_us: 0,
+                shard_borrows: 0,
             };
         };
-        r.stats(memory)
+        Stats {
+            shard_borrows: self.inner.shard_borrows.load(Ordering::Relaxed),
+            ..r.stats(memory)
+        }
     }
 
     /// This limiter's id in the fleet's heartbeats (`None` for the memory backend).
@@ -199,6 +241,16 @@ impl Limiter {
     }
 
     async fn decide(&self, req: Request<'_>) -> Result<Decision> {
+        if let Backend::Redis(r) = &self.inner.backend {
+            if self.sharded() {
+                let (prefix, n) = (&self.inner.options.key_prefix, self.shards());
+                return if req.consume {
+                    shards::acquire(r, prefix, &req, n, &self.inner.shard_borrows).await
+                } else {
+                    shards::peek(r, prefix, &req, n).await
+                };
+            }
+        }
         let (v, mode, cap) = match &self.inner.backend {
             Backend::Redis(r) => r.decide(&req, &self.redis_key(req.key)).await?,
             Backend::Memory(m) => {

@@ -44,6 +44,8 @@ pub struct Options {
     pub instances: Option<u64>,
     /// See [`OPTIONS`] (`local_max_keys`).
     pub local_max_keys: usize,
+    /// See [`OPTIONS`] (`key_shards`); 1 = one Redis key per limit.
+    pub key_shards: u64,
 }
 
 /// What an option holds.
@@ -154,6 +156,7 @@ const D_DEGRADE_AFTER: Duration = Duration::from_millis(100);
 const D_RECOVER_RTT: Duration = Duration::from_millis(2);
 const D_RECOVER_AFTER: Duration = Duration::from_millis(500);
 const D_LOCAL_KEYS: usize = 10_000;
+const D_KEY_SHARDS: u64 = 1;
 
 /// Every option, in the order docs list them. The C struct (`rl_options`) appends new fields in
 /// its own, versioned order and maps each field to its row by name.
@@ -311,6 +314,21 @@ pub static OPTIONS: &[OptionSpec] = &[
             }
         },
     },
+    OptionSpec {
+        name: "key_shards",
+        kind: Kind::Count,
+        min: 1,
+        max: crate::shards::MAX_SHARDS,
+        default: || Value::Int(D_KEY_SHARDS as i128),
+        doc: "Splits every limit over this many Redis keys on evenly spread Cluster slots (one hot key's load on several masters), each holding its share; exact, one request's cost must fit one share; 1 = off. Every instance must use the same value.",
+        get: |o| Value::Int(o.key_shards as i128),
+        put: |o, c| {
+            o.key_shards = match c {
+                Checked::Int(n) => n,
+                _ => D_KEY_SHARDS,
+            }
+        },
+    },
 ];
 
 /// `retry_delay_ms` → `retryDelayMs`: how Node and Java spell an option (and how their errors
@@ -460,6 +478,7 @@ impl Default for Options {
             recover_after: D_RECOVER_AFTER,
             instances: None,
             local_max_keys: D_LOCAL_KEYS,
+            key_shards: D_KEY_SHARDS,
         };
         // The table's defaults are the truth; the literal above only gives the struct a shape.
         for s in OPTIONS {

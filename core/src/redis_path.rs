@@ -210,6 +210,7 @@ impl RedisPath {
             rtt_p50_us: rtt.p50_us,
             rtt_p99_us: rtt.p99_us,
             rtt_max_us: rtt.max_us,
+            shard_borrows: 0,
         }
     }
 

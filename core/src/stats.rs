@@ -78,6 +78,7 @@ pub static STATS_FIELDS: &[StatsField] = &[
     count!(rtt_p50_us, "Median Redis round trip, in microseconds."),
     count!(rtt_p99_us, "99th percentile Redis round trip, in microseconds."),
     count!(rtt_max_us, "Slowest sampled Redis round trip, in microseconds."),
+    count!(shard_borrows, "Calls to a sharded key's other shards after its home shard denied (key_shards)."),
 ];
 
 impl Stats {
@@ -123,4 +124,6 @@ pub struct Stats {
     pub rtt_p50_us: u64,
     pub rtt_p99_us: u64,
     pub rtt_max_us: u64,
+    /// Extra sub-key calls of sharded keys (`key_shards`): asked after the home shard denied.
+    pub shard_borrows: u64,
 }

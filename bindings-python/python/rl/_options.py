@@ -55,3 +55,6 @@ class LimiterOptions(typing.TypedDict, total=False):
 
     local_max_keys: Optional[int]
     """Most keys the local record keeps; the least recently used are forgotten. Default: 10000; 1–10000000."""
+
+    key_shards: Optional[int]
+    """Splits every limit over this many Redis keys on evenly spread Cluster slots (one hot key's load on several masters), each holding its share; exact, one request's cost must fit one share; 1 = off. Every instance must use the same value. Default: 1; 1–64."""

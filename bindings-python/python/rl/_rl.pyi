@@ -94,6 +94,7 @@ OPTIONS: Tuple[
     Literal["recover_after_ms"],
     Literal["instances"],
     Literal["local_max_keys"],
+    Literal["key_shards"],
 ]
 #: Every value of Decision.mode and Stats.mode:
 #: "normal": Redis decided, exactly, with one script call.
@@ -133,6 +134,7 @@ class Stats:
         Literal["rtt_p50_us"],
         Literal["rtt_p99_us"],
         Literal["rtt_max_us"],
+        Literal["shard_borrows"],
     ]]
     def __new__(
         cls,
@@ -158,6 +160,7 @@ class Stats:
         rtt_p50_us: int,
         rtt_p99_us: int,
         rtt_max_us: int,
+        shard_borrows: int,
     ) -> Self: ...
     @property
     def mode(self) -> str:
@@ -225,6 +228,9 @@ class Stats:
     @property
     def rtt_max_us(self) -> int:
         """Slowest sampled Redis round trip, in microseconds."""
+    @property
+    def shard_borrows(self) -> int:
+        """Calls to a sharded key's other shards after its home shard denied (key_shards)."""
     def as_dict(self) -> dict[str, Union[str, int]]:
         """Every attribute in a new dict (for logs and metrics exporters)."""
     def __eq__(self, other: object) -> bool: ...

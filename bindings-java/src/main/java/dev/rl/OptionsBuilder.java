@@ -207,4 +207,13 @@ public abstract class OptionsBuilder<B extends OptionsBuilder<B>> {
     public final B localMaxKeys(long value) {
         return set("local_max_keys", value);
     }
+
+    /**
+     * Splits every limit over this many Redis keys on evenly spread Cluster slots (one hot key's load on several masters), each holding its share; exact, one request's cost must fit one share; 1 = off. Every instance must use the same value.
+     *
+     * <p>Default: 1. Accepts 1 to 64. (rl option {@code key_shards}.)
+     */
+    public final B keyShards(long value) {
+        return set("key_shards", value);
+    }
 }
