@@ -78,6 +78,11 @@ pub static STATS_FIELDS: &[StatsField] = &[
     count!(rtt_p50_us, "Median Redis round trip, in microseconds."),
     count!(rtt_p99_us, "99th percentile Redis round trip, in microseconds."),
     count!(rtt_max_us, "Slowest sampled Redis round trip, in microseconds."),
+    count!(decisions_lease, "Decisions this instance made from its leases (mode lease)."),
+    count!(leases_taken, "Leases Redis granted this instance."),
+    count!(lease_refunds, "Leases returned to Redis (at their end, when traffic stopped, on close)."),
+    count!(leased_permits, "Permits those leases held."),
+    count!(refunded_permits, "Leased permits returned unused."),
 ];
 
 impl Stats {
@@ -123,4 +128,10 @@ pub struct Stats {
     pub rtt_p50_us: u64,
     pub rtt_p99_us: u64,
     pub rtt_max_us: u64,
+    /// Leases: decisions made from them, leases taken and returned, permits leased and returned unused.
+    pub decisions_lease: u64,
+    pub leases_taken: u64,
+    pub lease_refunds: u64,
+    pub leased_permits: u64,
+    pub refunded_permits: u64,
 }
