@@ -27,7 +27,9 @@ impl Mode {
             Mode::Normal => "Redis decided, exactly, with one script call.",
             Mode::Memory => "The in-process memory backend decided (single-process use), exactly.",
             Mode::Local => "The local fallback decided while Redis was unhealthy.",
-            Mode::Lease => "This instance decided from a lease of permits Redis counted for it, exactly.",
+            Mode::Lease => {
+                "This instance decided from a lease of permits Redis counted for it, exactly."
+            }
         }
     }
 

@@ -102,6 +102,9 @@ pub(crate) struct Renewal {
     pub old_seq: u64,
     pub old_used: u64,
     pub old_granted: u64,
+    /// The returned lease's rule: a refund-only call is made under it.
+    pub old_window_ms: u64,
+    pub old_limit: u64,
     pub want: u64,
     pub min: u64,
 }
@@ -233,6 +236,8 @@ impl Table {
             old_seq: old.map_or(0, |a| a.seq),
             old_used: old.map_or(0, |a| a.used),
             old_granted: old.map_or(0, |a| a.granted),
+            old_window_ms: old.map_or(req.window_ms, |a| a.window_ms),
+            old_limit: old.map_or(req.limit, |a| a.limit),
             want,
             min: MIN_LEASE.max(req.cost),
         })
@@ -253,6 +258,8 @@ impl Table {
             old_seq: a.seq,
             old_used: a.used,
             old_granted: a.granted,
+            old_window_ms: a.window_ms,
+            old_limit: a.limit,
             want: 0,
             min: MIN_LEASE,
         })
@@ -325,6 +332,8 @@ impl Table {
                         old_seq: a.seq,
                         old_used: a.used,
                         old_granted: a.granted,
+                        old_window_ms: a.window_ms,
+                        old_limit: a.limit,
                         want: 0,
                         min: MIN_LEASE,
                     },

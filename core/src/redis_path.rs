@@ -100,8 +100,9 @@ impl std::ops::Deref for RedisPath {
     type Target = Instance;
 
     fn deref(&self) -> &Instance {
-        self.instance
-            .get_or_init(|| Instance::new(self.thresholds, self.local_max_keys, self.lease_settings))
+        self.instance.get_or_init(|| {
+            Instance::new(self.thresholds, self.local_max_keys, self.lease_settings)
+        })
     }
 }
 
@@ -353,7 +354,8 @@ impl RedisPath {
         r: &Renewal,
     ) -> Option<u64> {
         let sent = Instant::now();
-        let (window_ms, limit) = req.map_or((1, 1), |q| (q.window_ms, q.limit));
+        let (window_ms, limit) =
+            req.map_or((r.old_window_ms, r.old_limit), |q| (q.window_ms, q.limit));
         let reply = self
             .backend
             .lease(
@@ -407,8 +409,8 @@ impl RedisPath {
                     &key,
                     &LeaseCall {
                         instance: &self.id,
-                        window_ms: 1,
-                        limit: 1,
+                        window_ms: r.old_window_ms,
+                        limit: r.old_limit,
                         want: 0,
                         min: r.min,
                         lease_ms: self.leases.lease_ms,

@@ -55,3 +55,12 @@ class LimiterOptions(typing.TypedDict, total=False):
 
     local_max_keys: Optional[int]
     """Most keys the local record keeps; the least recently used are forgotten. Default: 10000; 1–10000000."""
+
+    leases: Optional[str]
+    """off, auto or on: hot keys take exact leases of permits from Redis and grant them locally (mode lease). auto: a key whose demand here passes lease_hot_rate. Default: \"off\"."""
+
+    lease_ms: Optional[int]
+    """How long a lease lives; it counts in every window that meets its life, so a longer lease costs up to lease_ms/window_ms of the limit in under-admission. Default: 100; 5–60000 ms."""
+
+    lease_hot_rate: Optional[int]
+    """With leases=auto: permits per second this instance asks of one key before the key leases (it stops below half of that). Default: 1000; 1–1000000000."""

@@ -94,15 +94,20 @@ OPTIONS: Tuple[
     Literal["recover_after_ms"],
     Literal["instances"],
     Literal["local_max_keys"],
+    Literal["leases"],
+    Literal["lease_ms"],
+    Literal["lease_hot_rate"],
 ]
 #: Every value of Decision.mode and Stats.mode:
 #: "normal": Redis decided, exactly, with one script call.
 #: "memory": The in-process memory backend decided (single-process use), exactly.
 #: "local": The local fallback decided while Redis was unhealthy.
+#: "lease": This instance decided from a lease of permits Redis counted for it, exactly.
 MODES: Tuple[
     Literal["normal"],
     Literal["memory"],
     Literal["local"],
+    Literal["lease"],
 ]
 
 @final
@@ -133,6 +138,11 @@ class Stats:
         Literal["rtt_p50_us"],
         Literal["rtt_p99_us"],
         Literal["rtt_max_us"],
+        Literal["decisions_lease"],
+        Literal["leases_taken"],
+        Literal["lease_refunds"],
+        Literal["leased_permits"],
+        Literal["refunded_permits"],
     ]]
     def __new__(
         cls,
@@ -158,6 +168,11 @@ class Stats:
         rtt_p50_us: int,
         rtt_p99_us: int,
         rtt_max_us: int,
+        decisions_lease: int,
+        leases_taken: int,
+        lease_refunds: int,
+        leased_permits: int,
+        refunded_permits: int,
     ) -> Self: ...
     @property
     def mode(self) -> str:
@@ -225,6 +240,21 @@ class Stats:
     @property
     def rtt_max_us(self) -> int:
         """Slowest sampled Redis round trip, in microseconds."""
+    @property
+    def decisions_lease(self) -> int:
+        """Decisions this instance made from its leases (mode lease)."""
+    @property
+    def leases_taken(self) -> int:
+        """Leases Redis granted this instance."""
+    @property
+    def lease_refunds(self) -> int:
+        """Leases returned to Redis (at their end, when traffic stopped, on close)."""
+    @property
+    def leased_permits(self) -> int:
+        """Permits those leases held."""
+    @property
+    def refunded_permits(self) -> int:
+        """Leased permits returned unused."""
     def as_dict(self) -> dict[str, Union[str, int]]:
         """Every attribute in a new dict (for logs and metrics exporters)."""
     def __eq__(self, other: object) -> bool: ...

@@ -39,6 +39,9 @@ const FIELDS: &[(&str, u32, Conv)] = &[
     ("local_max_keys", 2, Conv::Plain),
     ("client_clock", 3, Conv::Plain),
     ("max_clock_skew_ms", 3, Conv::Plain),
+    ("leases", 4, Conv::Plain),
+    ("lease_ms", 4, Conv::Plain),
+    ("lease_hot_rate", 4, Conv::Plain),
 ];
 
 /// Bytes (NUL included) of a text stats field in `rl_stats`; part of the ABI.

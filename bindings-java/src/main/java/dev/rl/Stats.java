@@ -29,6 +29,11 @@ package dev.rl;
  * @param rttP50Us Median Redis round trip, in microseconds.
  * @param rttP99Us 99th percentile Redis round trip, in microseconds.
  * @param rttMaxUs Slowest sampled Redis round trip, in microseconds.
+ * @param decisionsLease Decisions this instance made from its leases (mode lease).
+ * @param leasesTaken Leases Redis granted this instance.
+ * @param leaseRefunds Leases returned to Redis (at their end, when traffic stopped, on close).
+ * @param leasedPermits Permits those leases held.
+ * @param refundedPermits Leased permits returned unused.
  */
 public record Stats(
         String mode,
@@ -52,4 +57,9 @@ public record Stats(
         long rttLastUs,
         long rttP50Us,
         long rttP99Us,
-        long rttMaxUs) {}
+        long rttMaxUs,
+        long decisionsLease,
+        long leasesTaken,
+        long leaseRefunds,
+        long leasedPermits,
+        long refundedPermits) {}
