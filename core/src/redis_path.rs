@@ -240,7 +240,9 @@ impl RedisPath {
             return Ok(self.decide_local(req, redis_key));
         }
         if req.consume && self.leases.mode != Leases::Off {
-            if let Some(v) = self.decide_leased(req, redis_key).await {
+            // Boxed: nested in every caller's future, the lease path's states would make it too
+            // deep for the compiler's layout limit (and larger for callers that never lease).
+            if let Some(v) = Box::pin(self.decide_leased(req, redis_key)).await {
                 return Ok(v);
             }
         }
@@ -354,6 +356,19 @@ impl RedisPath {
         r: &Renewal,
     ) -> Option<u64> {
         let sent = Instant::now();
+        let reply = self.send_lease(redis_key, req, r).await;
+        let seq = self.leases.renewed(redis_key, req, r, &reply, sent)?;
+        self.refund_later(redis_key, seq);
+        Some(seq)
+    }
+
+    /// The lease call itself: under `req`'s rule, or for a refund alone under the lease's own.
+    async fn send_lease(
+        &self,
+        redis_key: &[u8],
+        req: Option<&Request<'_>>,
+        r: &Renewal,
+    ) -> Result<crate::backend::redis::LeaseReply> {
         let (window_ms, limit) =
             req.map_or((r.old_window_ms, r.old_limit), |q| (q.window_ms, q.limit));
         let reply = self
@@ -376,9 +391,7 @@ impl RedisPath {
         if let Err(e) = &reply {
             tracing::debug!(error = %e, "rl: lease call failed; the lease ages out in Redis");
         }
-        let seq = self.leases.renewed(redis_key, req, r, &reply, sent)?;
-        self.refund_later(redis_key, seq);
-        Some(seq)
+        reply
     }
 
     /// Returns the lease `seq` on `redis_key` once its time is up, unless a request renewed it:
@@ -390,36 +403,24 @@ impl RedisPath {
         };
         let (weak, key) = (Arc::downgrade(self), redis_key.to_vec());
         let delay = crate::lease::refund_after(self.leases.lease_ms);
-        rt.spawn(async move {
-            tokio::time::sleep(delay).await;
-            let Some(p) = weak.upgrade() else { return };
-            if let Some(r) = p.leases.expire(&key, seq) {
-                p.lease_call(&key, None, &r).await;
-            }
-        });
+        // Boxed: the task's type would otherwise nest inside the lease call's own future.
+        let task: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> =
+            Box::pin(async move {
+                tokio::time::sleep(delay).await;
+                let Some(p) = weak.upgrade() else { return };
+                if let Some(r) = p.leases.expire(&key, seq) {
+                    let reply = p.send_lease(&key, None, &r).await;
+                    p.leases.renewed(&key, None, &r, &reply, Instant::now());
+                }
+            });
+        rt.spawn(task);
     }
 
     /// Returns every lease's unused permits (the limiter closes).
     pub(crate) async fn refund_all(self: &Arc<Self>) -> Result<()> {
         let mut first_error = None;
         for (key, r) in self.leases.drain() {
-            let reply = self
-                .backend
-                .lease(
-                    &key,
-                    &LeaseCall {
-                        instance: &self.id,
-                        window_ms: r.old_window_ms,
-                        limit: r.old_limit,
-                        want: 0,
-                        min: r.min,
-                        lease_ms: self.leases.lease_ms,
-                        seq: 0,
-                        old_seq: r.old_seq,
-                        old_used: r.old_used,
-                    },
-                )
-                .await;
+            let reply = self.send_lease(&key, None, &r).await;
             self.leases.renewed(&key, None, &r, &reply, Instant::now());
             if let Err(e) = reply {
                 first_error.get_or_insert(e);
