@@ -79,6 +79,21 @@ export interface LimiterOptions {
    * Default: 1. Accepts: 1–64.
    */
   keyShards?: number | bigint | null
+  /**
+   * off, auto or on: hot keys take exact leases of permits from Redis and grant them locally (mode lease). auto: a key whose demand here passes leaseHotRate.
+   * Default: `"off"`. Accepts: string.
+   */
+  leases?: string | null
+  /**
+   * How long a lease lives; it counts in every window that meets its life, so a longer lease costs up to leaseMs/window_ms of the limit in under-admission.
+   * Default: 100 ms. Accepts: 5–60000 ms.
+   */
+  leaseMs?: number | bigint | null
+  /**
+   * With leases=auto: permits per second this instance asks of one key before the key leases (it stops below half of that).
+   * Default: 1000. Accepts: 1–1000000000.
+   */
+  leaseHotRate?: number | bigint | null
 }
 
 /**
@@ -86,8 +101,9 @@ export interface LimiterOptions {
  * - `normal`: Redis decided, exactly, with one script call.
  * - `memory`: The in-process memory backend decided (single-process use), exactly.
  * - `local`: The local fallback decided while Redis was unhealthy.
+ * - `lease`: This instance decided from a lease of permits Redis counted for it, exactly.
  */
-export type Mode = 'normal' | 'memory' | 'local' | (string & {})
+export type Mode = 'normal' | 'memory' | 'local' | 'lease' | (string & {})
 
 /** What `limiter.stats()` returns: a plain object, a snapshot. Counts are since the limiter was made. */
 export interface Stats {
@@ -137,6 +153,16 @@ export interface Stats {
   rttMaxUs: number
   /** Calls to a sharded key's other shards after its home shard denied (keyShards). */
   shardBorrows: number
+  /** Decisions this instance made from its leases (mode lease). */
+  decisionsLease: number
+  /** Leases Redis granted this instance. */
+  leasesTaken: number
+  /** Leases returned to Redis (at their end, when traffic stopped, on close). */
+  leaseRefunds: number
+  /** Permits those leases held. */
+  leasedPermits: number
+  /** Leased permits returned unused. */
+  refundedPermits: number
 }
 // END GENERATED
 

@@ -115,6 +115,10 @@ typedef enum rl_mode {
      * The local fallback decided while Redis was unhealthy.
      */
     RL_MODE_LOCAL = 2,
+    /**
+     * This instance decided from a lease of permits Redis counted for it, exactly.
+     */
+    RL_MODE_LEASE = 3,
 } rl_mode;
 
 /**
@@ -146,7 +150,7 @@ typedef struct rl_limiter rl_limiter;
  * of the struct the caller was compiled against, so an old program keeps working with a newer
  * library: fields past its `struct_size` are never read and take their defaults. Known versions: 1
  * (up to `request_timeout_ms`), 2 (up to `local_max_keys`), 3 (up to `max_clock_skew_ms`), 4 (up
- * to `key_shards`).
+ * to `lease_hot_rate`).
  */
 typedef struct rl_options {
     /**
@@ -249,6 +253,28 @@ typedef struct rl_options {
      * 1 to 64; 0: the default, 1. Since version 4 of this struct.
      */
     uint64_t key_shards;
+    /**
+     * off, auto or on: hot keys take exact leases of permits from Redis and grant them locally
+     * (mode lease). auto: a key whose demand here passes lease_hot_rate.
+     *
+     * NUL-terminated UTF-8, at most 0 bytes; NULL: the default, "off". Since version 4 of this
+     * struct.
+     */
+    const char *leases;
+    /**
+     * How long a lease lives; it counts in every window that meets its life, so a longer lease
+     * costs up to lease_ms/window_ms of the limit in under-admission.
+     *
+     * In ms, 5 to 60000; 0: the default, 100 ms. Since version 4 of this struct.
+     */
+    uint64_t lease_ms;
+    /**
+     * With leases=auto: permits per second this instance asks of one key before the key leases (it
+     * stops below half of that).
+     *
+     * 1 to 1000000000; 0: the default, 1000. Since version 4 of this struct.
+     */
+    uint64_t lease_hot_rate;
 } rl_options;
 
 /**
@@ -401,6 +427,26 @@ typedef struct rl_stats {
      * Calls to a sharded key's other shards after its home shard denied (key_shards).
      */
     uint64_t shard_borrows;
+    /**
+     * Decisions this instance made from its leases (mode lease).
+     */
+    uint64_t decisions_lease;
+    /**
+     * Leases Redis granted this instance.
+     */
+    uint64_t leases_taken;
+    /**
+     * Leases returned to Redis (at their end, when traffic stopped, on close).
+     */
+    uint64_t lease_refunds;
+    /**
+     * Permits those leases held.
+     */
+    uint64_t leased_permits;
+    /**
+     * Leased permits returned unused.
+     */
+    uint64_t refunded_permits;
 } rl_stats;
 
 #ifdef __cplusplus

@@ -84,6 +84,9 @@ local unpack_list = unpack -- Lua's own, before the name is taken for struct.unp
 local pack, unpack = struct.pack, struct.unpack
 local call = redis.call
 local HEADER, BUCKET = '>dddddd', '>dd'
+local LEASE = '>ddd'
+local MAX_LEASES = 64
+local live_leases
 
 
 -- A packed number that is an integer in [lo, hi] (NaN and infinities fail the comparisons).
@@ -172,6 +175,34 @@ local function first(key, cache, lo, hi, past, from_back)
   return a
 end
 
+-- The leases on a window (`<key>:l`, a HASH: instance id -> pack('>ddd', end ms, permits, seq))
+-- that still count in a window whose span begins after `edge`: a lease granted at t counts in
+-- every span that meets [t, end], so while end > edge. Returns their permits, the live ones as
+-- {end, permits} sorted by end (nil if none), and the latest end.
+live_leases = function(lkey, edge)
+  -- HGETALL, not HVALS: the README's ACL rules already allow it.
+  local vals = call('HGETALL', lkey)
+  if #vals == 0 then
+    return 0, nil, nil
+  end
+  local sum, ends, lmax = 0, {}, nil
+  for i = 2, #vals, 2 do
+    local e, k = unpack(LEASE, vals[i])
+    if e > edge then
+      sum = sum + k
+      ends[#ends + 1] = {e, k}
+      if lmax == nil or e > lmax then
+        lmax = e
+      end
+    end
+  end
+  if #ends == 0 then
+    return 0, nil, nil
+  end
+  table.sort(ends, function(a, b) return a[1] < b[1] end)
+  return sum, ends, lmax
+end
+
 -- Rewrites a key in the previous layout (40-byte header, per-bucket counts) into this one. Runs
 -- once per key, the first time a new script reads it; keeps the key's TTL.
 local function upgrade(key, head, window)
@@ -203,7 +234,7 @@ end
 -- `server` is Redis TIME (the TTL's clock); `slack` how long past the longest window the key must
 -- outlive its newest bucket. Writes only when `consume` and something is admitted, or when the
 -- call brings a longer window than the key has seen. Returns an error reply, or nil.
-local function decide(out, key, now, server, window, limit, cost, consume, slack, n)
+local function decide(out, key, lkey, now, server, window, limit, cost, consume, slack, n)
   local head = call('LINDEX', key, '0')
   local cum, open_t, base, oldest, deadline, longest
   if head then
@@ -223,6 +254,61 @@ local function decide(out, key, now, server, window, limit, cost, consume, slack
   end
   local edge = now - window
   local o = #out
+  -- Leases that still count in this window (see `live_leases`), and the last one's end.
+  local lsum, ends, lmax = 0, nil, nil
+  if lkey then
+    lsum, ends, lmax = live_leases(lkey, edge)
+  end
+
+  if (open_t == nil or open_t <= now - longest) and lsum > 0 then
+    -- No bucket counts, only leases: decided from them alone; the key is made on admission.
+    local k = 0
+    if lsum + cost <= limit then
+      k = n
+      if consume then
+        k = math.min(n, floor((limit - lsum) / cost))
+      end
+    end
+    local made = consume and k > 0
+    if made then
+      if head then
+        call('DEL', key)
+      end
+      local ttl = (now > server and now - server or 0) + 2 * (window + slack)
+      call('RPUSH', key, pack(HEADER, k * cost, now, 0, 0, server + ttl, window))
+      call('PEXPIRE', key, format('%d', ttl))
+    end
+    local reset_after = lmax + window - now
+    if made and window > reset_after then
+      reset_after = window
+    end
+    local retry = 0
+    if k < n then
+      -- Only leases (and the bucket just made) count: the first moment enough of them left.
+      local need, free, at = lsum + (made and k * cost or 0) + cost - limit, 0, nil
+      for j = 1, #ends do
+        free = free + ends[j][2]
+        if free >= need then
+          at = ends[j][1]
+          break
+        end
+      end
+      if at == nil then
+        -- The leases and the bucket made now must all leave.
+        at = math.max(lmax, now)
+      end
+      retry = at + window - now
+    end
+    for i = 1, n do
+      if i <= k then
+        out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = 1, lsum + (consume and i * cost or 0), 0, reset_after, now
+      else
+        out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = 0, lsum + (consume and k * cost or 0), retry, reset_after, now
+      end
+      o = o + 5
+    end
+    return nil
+  end
 
   if open_t == nil or open_t <= now - longest then
     -- Nothing inside even the longest window: the key starts afresh.
@@ -279,13 +365,18 @@ local function decide(out, key, now, server, window, limit, cost, consume, slack
 
   -- When the next request fits if `extra` more permits are admitted now: the ms of the bucket
   -- whose leaving frees enough (now: only the bucket being made holds what is needed).
-  local function fits_at(extra)
-    if e < 0 then
-      return now
+  -- `lrest` lease permits still count (nil: it can never fit that way). `used` is the buckets' count here.
+  local function fits_at(extra, lrest)
+    local need = used + lrest + extra + cost - limit
+    if need <= 0 then
+      return -MAX_TIME_MS
     end
-    local need = used + extra + cost - limit
-    if between(cum, cum_e) < need then
-      return now
+    if e < 0 or used < need then
+      -- The stored buckets cannot free enough: the one made now must leave too, if that is enough.
+      if need <= used + extra then
+        return now
+      end
+      return nil
     end
     local back = need > used / 2
     local j = first(key, cache, e + 1, back and count() or nil, function(_, c) return between(c, cum_e) >= need end, back)
@@ -293,19 +384,38 @@ local function decide(out, key, now, server, window, limit, cost, consume, slack
   end
 
   local k = 0
-  if used + cost <= limit then
+  if used + lsum + cost <= limit then
     k = n
     if consume then
-      k = math.min(n, floor((limit - used) / cost))
+      k = math.min(n, floor((limit - used - lsum) / cost))
     end
   end
   local reset_after = 0
   if e >= 0 then
     reset_after = open_t + window - now
   end
+  if lmax and lmax + window - now > reset_after then
+    reset_after = lmax + window - now
+  end
   local retry_at
   if k < n then
-    retry_at = fits_at(consume and k * cost or 0)
+    local extra = consume and k * cost or 0
+    retry_at = fits_at(extra, lsum)
+    if ends then
+      -- Leases leave at their end + window, earliest first: the request fits at the first moment
+      -- the buckets that left and the leases that left free enough.
+      local left = 0
+      for j = 1, #ends do
+        left = left + ends[j][2]
+        local b = fits_at(extra, lsum - left)
+        if b ~= nil then
+          local at = math.max(b, ends[j][1])
+          if retry_at == nil or at < retry_at then
+            retry_at = at
+          end
+        end
+      end
+    end
   end
   if consume and k > 0 then
     -- Drop the closed buckets that left the longest window (1..cut).
@@ -346,7 +456,9 @@ local function decide(out, key, now, server, window, limit, cost, consume, slack
       open_t = now
     end
     cum = (cum + k * cost) % MOD
-    reset_after = window
+    if reset_after < window then
+      reset_after = window
+    end
     grew = true
   end
   if grew then
@@ -360,6 +472,7 @@ local function decide(out, key, now, server, window, limit, cost, consume, slack
     end
     call('LSET', key, '0', pack(HEADER, cum, open_t, base, oldest, deadline, longest))
   end
+  used = used + lsum
   for i = 1, n do
     if i <= k then
       local u = used
@@ -377,6 +490,116 @@ local function decide(out, key, now, server, window, limit, cost, consume, slack
     o = o + 5
   end
   return nil
+end
+
+-- Calling convention 3, leases (rl-core): returns a lease's unused permits and/or takes a new one,
+-- in one call. A lease of k permits granted at t for lease_ms counts in every span of the window
+-- that meets [t, t + lease_ms] (see `live_leases`), so permits the instance grants from it at any
+-- moment of that lifetime never make a span hold more than the limit. A refund of a lease of
+-- which `used` permits were granted deletes it and admits `used` permits as a bucket at now,
+-- later than every grant: every span from now on that holds one of those grants holds now, so
+-- the bucket counts them exactly (a little longer); the rest are free again. A lease that no
+-- longer counts in the longest window is only deleted: its grants lie before every future span.
+--   KEYS[1]  the limiter's key; the leases live in KEYS[1] .. ':l' (same hash tag, same slot)
+--   ARGV[1]  'rl1L'
+--   ARGV[2]  pack('>dd', client_now_ms (0 = use Redis TIME), max_skew_ms)
+--   ARGV[3]  pack('>dddddddd', window_ms, limit, want, min, lease_ms, seq, old_seq, old_used):
+--            seq 0 = take no new lease; old_seq 0 = nothing to return
+--   ARGV[4]  the instance id (one lease per instance and key)
+--   reply    {0, permits leased (0: none), now_ms, used (the window's count with the new lease),
+--            reset_after_ms}; errors as for convention 2
+-- The lease is at most a fair share of what is left: (limit - used) / (2 * (holders + 1)),
+-- holders being the other instances with a live lease; below `min`, or with MAX_LEASES holders,
+-- none is granted and the caller asks per request, so the last permits are decided by Redis.
+if ARGV[1] == 'rl1L' then
+  local key = KEYS[1]
+  if key == nil then return {-1, 'key', 0} end
+  if #ARGV ~= 4 or #ARGV[2] ~= 16 or #ARGV[3] ~= 64 then return {-1, 'batch', 0} end
+  local client_now, max_skew = unpack('>dd', ARGV[2])
+  if not int_in(max_skew, 0, MAX_TIME_MS) then return {-1, 'max_skew_ms', 0} end
+  if not int_in(client_now, 0, MAX_TIME_MS) then return {-1, 'client_now_ms', 0} end
+  local window, limit, want, min, lease_ms, seq, old_seq, old_used = unpack('>dddddddd', ARGV[3])
+  if not int_in(window, 1, MAX_WINDOW_MS) then return {-1, 'window_ms', 1} end
+  if not int_in(limit, 1, MAX_PERMITS) then return {-1, 'limit', 1} end
+  if not int_in(want, 0, limit) then return {-1, 'want', 1} end
+  if not int_in(min, 1, MAX_PERMITS) then return {-1, 'min', 1} end
+  if not int_in(lease_ms, 1, MAX_WINDOW_MS) then return {-1, 'lease_ms', 1} end
+  if not int_in(seq, 0, MAX_TIME_MS) then return {-1, 'seq', 1} end
+  if not int_in(old_seq, 0, MAX_TIME_MS) then return {-1, 'old_seq', 1} end
+  if not int_in(old_used, 0, MAX_PERMITS) then return {-1, 'old_used', 1} end
+  local id = ARGV[4]
+  if #id == 0 or #id > 256 then return {-1, 'instance', 1} end
+  local lkey = key .. ':l'
+  local slack = TTL_SLACK_MS
+  local server = server_ms()
+  local now = server
+  if client_now ~= 0 then
+    now = client_now
+    if math.abs(now - server) > max_skew then
+      return {-2, server}
+    end
+    slack = slack + 2 * max_skew
+  end
+  local longest = window
+  local head = call('LINDEX', key, '0')
+  if head and #head == 48 then
+    local _, open_t, _, _, _, l = unpack(HEADER, head)
+    if open_t > now then
+      now = open_t
+    end
+    if l > longest then
+      longest = l
+    end
+  end
+  -- Every lease that counts in no window any more is deleted; the others are counted.
+  local all = call('HGETALL', lkey)
+  local holders, mine = 0, nil
+  for i = 1, #all, 2 do
+    local e, k, s = unpack(LEASE, all[i + 1])
+    if e <= now - longest then
+      call('HDEL', lkey, all[i])
+    elseif all[i] == id then
+      mine = {e, k, s}
+    else
+      holders = holders + 1
+    end
+  end
+  if old_seq ~= 0 and mine and mine[3] == old_seq then
+    call('HDEL', lkey, id)
+    local u = math.min(old_used, mine[2])
+    if u > 0 then
+      local tmp = {}
+      local err = decide(tmp, key, nil, now, server, window, MAX_PERMITS, u, true, slack, 1)
+      if err then return err end
+      now = tmp[5]
+    end
+    mine = nil
+  end
+  local out = {}
+  local err = decide(out, key, lkey, now, server, window, limit, 1, false, slack, 1)
+  if err then return err end
+  now = out[5]
+  local used, reset_after = out[2], out[4]
+  local k = 0
+  if seq ~= 0 and mine == nil and holders < MAX_LEASES and used < limit then
+    k = math.min(want, floor((limit - used) / (2 * (holders + 1))))
+    if k < min then
+      k = 0
+    end
+  end
+  if k > 0 then
+    local e = now + lease_ms
+    call('HSET', lkey, id, pack(LEASE, e, k, seq))
+    local ttl = (e > server and e - server or 0) + longest + slack
+    if call('PTTL', lkey) < ttl then
+      call('PEXPIRE', lkey, format('%d', ttl))
+    end
+    used = used + k
+    if e + window - now > reset_after then
+      reset_after = e + window - now
+    end
+  end
+  return {0, k, now, used, reset_after}
 end
 
 if ARGV[1] == 'rl1' then
@@ -421,7 +644,7 @@ if ARGV[1] == 'rl1' then
       and limits[j + 1] == limits[i] and costs[j + 1] == costs[i] do
       j = j + 1
     end
-    local err = decide(out, key, now, server, windows[i], limits[i], costs[i], consume[i], slack, j - i + 1)
+    local err = decide(out, key, key .. ':l', now, server, windows[i], limits[i], costs[i], consume[i], slack, j - i + 1)
     if err then return err end
     i = j + 1
   end
@@ -455,6 +678,6 @@ if #ARGV[6] == 0 or #ARGV[6] > 256 then return invalid end
 
 local out = {}
 local server = server_ms()
-local err = decide(out, KEYS[1], server, server, window, max_req, 1, true, TTL_SLACK_MS, 1)
+local err = decide(out, KEYS[1], KEYS[1] .. ':l', server, server, window, max_req, 1, true, TTL_SLACK_MS, 1)
 if err then return err end
 return {out[1], max_req - out[2], out[2], 'normal'}

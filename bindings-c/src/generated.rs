@@ -23,13 +23,16 @@ pub enum rl_mode {
     RL_MODE_MEMORY = 1,
     /// The local fallback decided while Redis was unhealthy.
     RL_MODE_LOCAL = 2,
+    /// This instance decided from a lease of permits Redis counted for it, exactly.
+    RL_MODE_LEASE = 3,
 }
 
 /// Every mode, at its index in `rl_core::Mode::ALL`.
-pub(crate) const MODES: [rl_mode; 3] = [
+pub(crate) const MODES: [rl_mode; 4] = [
     rl_mode::RL_MODE_NORMAL,
     rl_mode::RL_MODE_MEMORY,
     rl_mode::RL_MODE_LOCAL,
+    rl_mode::RL_MODE_LEASE,
 ];
 
 /// How a limiter behaves. Initialise with `rl_options_default()` (or zero it and set `struct_size =
@@ -46,7 +49,7 @@ pub(crate) const MODES: [rl_mode; 3] = [
 /// of the struct the caller was compiled against, so an old program keeps working with a newer
 /// library: fields past its `struct_size` are never read and take their defaults. Known versions: 1
 /// (up to `request_timeout_ms`), 2 (up to `local_max_keys`), 3 (up to `max_clock_skew_ms`), 4 (up
-/// to `key_shards`).
+/// to `lease_hot_rate`).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct rl_options {
@@ -120,6 +123,22 @@ pub struct rl_options {
     ///
     /// 1 to 64; 0: the default, 1. Since version 4 of this struct.
     pub key_shards: u64,
+    /// off, auto or on: hot keys take exact leases of permits from Redis and grant them locally
+    /// (mode lease). auto: a key whose demand here passes lease_hot_rate.
+    ///
+    /// NUL-terminated UTF-8, at most 0 bytes; NULL: the default, "off". Since version 4 of this
+    /// struct.
+    pub leases: *const c_char,
+    /// How long a lease lives; it counts in every window that meets its life, so a longer lease
+    /// costs up to lease_ms/window_ms of the limit in under-admission.
+    ///
+    /// In ms, 5 to 60000; 0: the default, 100 ms. Since version 4 of this struct.
+    pub lease_ms: u64,
+    /// With leases=auto: permits per second this instance asks of one key before the key leases (it
+    /// stops below half of that).
+    ///
+    /// 1 to 1000000000; 0: the default, 1000. Since version 4 of this struct.
+    pub lease_hot_rate: u64,
 }
 
 /// Every field after `struct_size`, in struct order: the option it sets, the struct version
@@ -209,6 +228,24 @@ pub(crate) static OPTION_FIELDS: &[OptionField] = &[
         offset: offset_of!(rl_options, key_shards),
         convention: Convention::Number,
     },
+    OptionField {
+        option: "leases",
+        version: 4,
+        offset: offset_of!(rl_options, leases),
+        convention: Convention::Text,
+    },
+    OptionField {
+        option: "lease_ms",
+        version: 4,
+        offset: offset_of!(rl_options, lease_ms),
+        convention: Convention::Number,
+    },
+    OptionField {
+        option: "lease_hot_rate",
+        version: 4,
+        offset: offset_of!(rl_options, lease_hot_rate),
+        convention: Convention::Number,
+    },
 ];
 
 /// The size of each version of `rl_options`: (version, size).
@@ -284,6 +321,16 @@ pub struct rl_stats {
     pub rtt_max_us: u64,
     /// Calls to a sharded key's other shards after its home shard denied (key_shards).
     pub shard_borrows: u64,
+    /// Decisions this instance made from its leases (mode lease).
+    pub decisions_lease: u64,
+    /// Leases Redis granted this instance.
+    pub leases_taken: u64,
+    /// Leases returned to Redis (at their end, when traffic stopped, on close).
+    pub lease_refunds: u64,
+    /// Permits those leases held.
+    pub leased_permits: u64,
+    /// Leased permits returned unused.
+    pub refunded_permits: u64,
 }
 
 impl rl_stats {
@@ -317,6 +364,11 @@ impl rl_stats {
             rtt_p99_us: take(fields, "rtt_p99_us")?,
             rtt_max_us: take(fields, "rtt_max_us")?,
             shard_borrows: take(fields, "shard_borrows")?,
+            decisions_lease: take(fields, "decisions_lease")?,
+            leases_taken: take(fields, "leases_taken")?,
+            lease_refunds: take(fields, "lease_refunds")?,
+            leased_permits: take(fields, "leased_permits")?,
+            refunded_permits: take(fields, "refunded_permits")?,
         })
     }
 }

@@ -174,6 +174,12 @@ mod tests {
             rtt_p50_us: 17,
             rtt_p99_us: 18,
             rtt_max_us: 19,
+            shard_borrows: 20,
+            decisions_lease: 21,
+            leases_taken: 22,
+            lease_refunds: 23,
+            leased_permits: 24,
+            refunded_permits: 25,
         };
         let c = match rl_stats::from_fields(7, &mut s.fields()) {
             Ok(c) => c,
@@ -192,7 +198,7 @@ mod tests {
                 .collect::<Vec<_>>(),
             b"why\0"
         );
-        // The counts, in struct order, are 1..=19: the struct's order is the table's.
+        // The counts, in struct order, are 1..=25: the struct's order is the table's.
         let counts = [
             c.decisions_normal,
             c.decisions_local,
@@ -213,6 +219,12 @@ mod tests {
             c.rtt_p50_us,
             c.rtt_p99_us,
             c.rtt_max_us,
+            c.shard_borrows,
+            c.decisions_lease,
+            c.leases_taken,
+            c.lease_refunds,
+            c.leased_permits,
+            c.refunded_permits,
         ];
         assert_eq!(counts, std::array::from_fn(|i| i as u64 + 1));
     }

@@ -13,11 +13,13 @@ pub enum Mode {
     Memory,
     /// The local fallback limiter decided while Redis was unhealthy.
     Local,
+    /// This instance decided from a lease of permits Redis counted for it (exact, see `lease.rs`).
+    Lease,
 }
 
 impl Mode {
     /// Every mode, in the order of their stable numbers (C's `rl_mode`, Java's ordinal).
-    pub const ALL: &'static [Mode] = &[Mode::Normal, Mode::Memory, Mode::Local];
+    pub const ALL: &'static [Mode] = &[Mode::Normal, Mode::Memory, Mode::Local, Mode::Lease];
 
     /// One line for docs and generated stubs.
     pub fn doc(self) -> &'static str {
@@ -25,6 +27,9 @@ impl Mode {
             Mode::Normal => "Redis decided, exactly, with one script call.",
             Mode::Memory => "The in-process memory backend decided (single-process use), exactly.",
             Mode::Local => "The local fallback decided while Redis was unhealthy.",
+            Mode::Lease => {
+                "This instance decided from a lease of permits Redis counted for it, exactly."
+            }
         }
     }
 
@@ -38,6 +43,7 @@ impl Mode {
             Mode::Normal => "normal",
             Mode::Memory => "memory",
             Mode::Local => "local",
+            Mode::Lease => "lease",
         }
     }
 }

@@ -48,6 +48,14 @@ pub(crate) fn push_escaped(out: &mut Vec<u8>, user_key: &[u8]) {
     }
 }
 
+/// The HASH holding the leases on a window (`lua/sliding_window.lua`, convention 3): the window's
+/// key plus `:l`, after its closing brace, so the same hash tag puts it in the same slot.
+pub(crate) fn lease_key(redis_key: &[u8]) -> Vec<u8> {
+    let mut k = redis_key.to_vec();
+    k.extend_from_slice(b":l");
+    k
+}
+
 /// The Cluster hash slot of a Redis key: CRC16 of its hash tag (the first non-empty `{...}`), or
 /// of the whole key, modulo 16384. The failover repair uses it to tell which primary holds a key.
 pub(crate) fn slot(redis_key: &[u8]) -> u16 {

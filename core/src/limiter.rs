@@ -188,6 +188,17 @@ impl Limiter {
         }
     }
 
+    /// Returns the permits this instance's leases did not use to Redis (and stops leasing until
+    /// the next decision). Call before dropping a limiter that took leases; a limiter dropped
+    /// without it (or a crashed process) leaves its leases to age out, after `lease_ms` plus
+    /// the window.
+    pub async fn close(&self) -> Result<()> {
+        match &self.inner.backend {
+            Backend::Redis(r) => r.refund_all().await,
+            Backend::Memory(_) => Ok(()),
+        }
+    }
+
     /// Checks that the backend answers (connecting if needed), for readiness probes and fail-fast startup.
     pub async fn ping(&self) -> Result<()> {
         match &self.inner.backend {
@@ -224,6 +235,11 @@ impl Limiter {
                 rtt_p99_us: 0,
                 rtt_max_us: 0,
                 shard_borrows: 0,
+                decisions_lease: 0,
+                leases_taken: 0,
+                lease_refunds: 0,
+                leased_permits: 0,
+                refunded_permits: 0,
             };
         };
         Stats {

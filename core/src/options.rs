@@ -9,6 +9,7 @@ use std::time::Duration;
 use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, Result};
 use crate::keys;
+use crate::lease::Leases;
 use crate::validate::MAX_WINDOW_MS;
 
 /// How a limiter behaves. `Options::default()` is right for a gateway on a nearby Redis.
@@ -46,6 +47,12 @@ pub struct Options {
     pub local_max_keys: usize,
     /// See [`OPTIONS`] (`key_shards`); 1 = one Redis key per limit.
     pub key_shards: u64,
+    /// See [`OPTIONS`] (`leases`).
+    pub leases: Leases,
+    /// See [`OPTIONS`] (`lease_ms`).
+    pub lease_ms: u64,
+    /// See [`OPTIONS`] (`lease_hot_rate`).
+    pub lease_hot_rate: u64,
 }
 
 /// What an option holds.
@@ -157,6 +164,9 @@ const D_RECOVER_RTT: Duration = Duration::from_millis(2);
 const D_RECOVER_AFTER: Duration = Duration::from_millis(500);
 const D_LOCAL_KEYS: usize = 10_000;
 const D_KEY_SHARDS: u64 = 1;
+const D_LEASES: Leases = Leases::Off;
+const D_LEASE_MS: u64 = 100;
+const D_LEASE_HOT_RATE: u64 = 1000;
 
 /// Every option, in the order docs list them. The C struct (`rl_options`) appends new fields in
 /// its own, versioned order and maps each field to its row by name.
@@ -329,6 +339,52 @@ pub static OPTIONS: &[OptionSpec] = &[
             }
         },
     },
+    OptionSpec {
+        name: "leases",
+        kind: Kind::Text,
+        min: 0,
+        max: 0,
+        default: || Value::Text(D_LEASES.as_str().into()),
+        doc: "off, auto or on: hot keys take exact leases of permits from Redis and grant them locally (mode lease). auto: a key whose demand here passes lease_hot_rate.",
+        get: |o| Value::Text(o.leases.as_str().into()),
+        put: |o, c| {
+            o.leases = match c {
+                // Checked by `check`.
+                Checked::Text(s) => Leases::parse("leases", &s).unwrap_or(D_LEASES),
+                _ => D_LEASES,
+            }
+        },
+    },
+    OptionSpec {
+        name: "lease_ms",
+        kind: Kind::Millis,
+        min: 5,
+        max: 60_000,
+        default: || Value::Int(D_LEASE_MS as i128),
+        doc: "How long a lease lives; it counts in every window that meets its life, so a longer lease costs up to lease_ms/window_ms of the limit in under-admission.",
+        get: |o| Value::Int(o.lease_ms as i128),
+        put: |o, c| {
+            o.lease_ms = match c {
+                Checked::Int(n) => n,
+                _ => D_LEASE_MS,
+            }
+        },
+    },
+    OptionSpec {
+        name: "lease_hot_rate",
+        kind: Kind::Count,
+        min: 1,
+        max: 1_000_000_000,
+        default: || Value::Int(D_LEASE_HOT_RATE as i128),
+        doc: "With leases=auto: permits per second this instance asks of one key before the key leases (it stops below half of that).",
+        get: |o| Value::Int(o.lease_hot_rate as i128),
+        put: |o, c| {
+            o.lease_hot_rate = match c {
+                Checked::Int(n) => n,
+                _ => D_LEASE_HOT_RATE,
+            }
+        },
+    },
 ];
 
 /// `retry_delay_ms` → `retryDelayMs`: how Node and Java spell an option (and how their errors
@@ -422,6 +478,9 @@ impl OptionSpec {
                 if self.name == "key_prefix" {
                     keys::check_prefix(&s)?;
                 }
+                if self.name == "leases" {
+                    Leases::parse(self.name, &s)?;
+                }
                 Ok(Checked::Text(s))
             }
             (Kind::Millis | Kind::Count, Value::Float(f)) => {
@@ -479,6 +538,9 @@ impl Default for Options {
             instances: None,
             local_max_keys: D_LOCAL_KEYS,
             key_shards: D_KEY_SHARDS,
+            leases: D_LEASES,
+            lease_ms: D_LEASE_MS,
+            lease_hot_rate: D_LEASE_HOT_RATE,
         };
         // The table's defaults are the truth; the literal above only gives the struct a shape.
         for s in OPTIONS {

@@ -14,13 +14,14 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
-use crate::backend::redis::{RedisBackend, RepairCall, Settings};
+use crate::backend::redis::{LeaseCall, RedisBackend, RepairCall, Settings};
 use crate::backend::{Request, Verdict};
 use crate::clock::{Clock, SystemClock};
 use crate::decision::Mode;
 use crate::error::{Error, ErrorKind, Result};
 use crate::fork::ForkLocal;
 use crate::health::{Health, Streak, Thresholds};
+use crate::lease::{Leases, Renewal, Step, Table};
 use crate::ledger::Ledger;
 use crate::options::Options;
 use crate::primaries::{epoch_in, Primaries};
@@ -48,6 +49,7 @@ pub(crate) struct RedisPath {
     ttl_slack_ms: u64,
     thresholds: Thresholds,
     local_max_keys: usize,
+    lease_settings: (Leases, u64, u64),
     /// Everything that makes this limiter one instance of the fleet, per fork generation (see
     /// [`Instance`]); reached through `Deref`, so `self.ledger` is this generation's ledger.
     instance: ForkLocal<Instance>,
@@ -73,11 +75,14 @@ pub(crate) struct Instance {
     /// The generation of a flush that has not completed: the next attempt resends the same
     /// permits under the same token, so a flush whose reply was lost is not applied twice.
     outstanding: Mutex<Option<u32>>,
+    /// This instance's leases (`lease.rs`); a forked child starts without any.
+    leases: Table,
 }
 
 impl Instance {
-    fn new(t: Thresholds, local_max_keys: usize) -> Self {
+    fn new(t: Thresholds, local_max_keys: usize, leases: (Leases, u64, u64)) -> Self {
         Instance {
+            leases: Table::new(leases.0, leases.1, leases.2),
             id: instance_id(),
             health: Health::new(t),
             ledger: Ledger::new(local_max_keys),
@@ -95,8 +100,9 @@ impl std::ops::Deref for RedisPath {
     type Target = Instance;
 
     fn deref(&self) -> &Instance {
-        self.instance
-            .get_or_init(|| Instance::new(self.thresholds, self.local_max_keys))
+        self.instance.get_or_init(|| {
+            Instance::new(self.thresholds, self.local_max_keys, self.lease_settings)
+        })
     }
 }
 
@@ -144,6 +150,7 @@ impl RedisPath {
                 recover_for: options.recover_after,
             },
             local_max_keys: options.local_max_keys,
+            lease_settings: (options.leases, options.lease_ms, options.lease_hot_rate),
             instance: ForkLocal::new(),
         })
     }
@@ -170,6 +177,7 @@ impl RedisPath {
     /// Forgets everything admitted on `redis_key`, here and in Redis.
     pub(crate) async fn reset(&self, redis_key: &[u8]) -> Result<()> {
         self.ledger.forget(redis_key);
+        self.leases.forget(redis_key);
         self.backend.reset(redis_key).await
     }
 
@@ -211,6 +219,11 @@ impl RedisPath {
             rtt_p99_us: rtt.p99_us,
             rtt_max_us: rtt.max_us,
             shard_borrows: 0,
+            decisions_lease: get(&self.leases.counters.decisions),
+            leases_taken: get(&self.leases.counters.taken),
+            lease_refunds: get(&self.leases.counters.refunds),
+            leased_permits: get(&self.leases.counters.leased_permits),
+            refunded_permits: get(&self.leases.counters.refunded_permits),
         }
     }
 
@@ -226,6 +239,13 @@ impl RedisPath {
         }
         if self.is_local() {
             return Ok(self.decide_local(req, redis_key));
+        }
+        if req.consume && self.leases.mode != Leases::Off {
+            // Boxed: nested in every caller's future, the lease path's states would make it too
+            // deep for the compiler's layout limit (and larger for callers that never lease).
+            if let Some(v) = Box::pin(self.decide_leased(req, redis_key)).await {
+                return Ok(v);
+            }
         }
         let deadline = Instant::now() + self.request_timeout;
         let mut retried = false;
@@ -300,6 +320,114 @@ impl RedisPath {
                 }
             }
         }
+    }
+
+    /// A decision from this instance's lease on the key, taking or renewing the lease if due;
+    /// `None`: the plain path decides (no lease, or none granted, or the lease call failed).
+    async fn decide_leased(
+        self: &Arc<Self>,
+        req: &Request<'_>,
+        redis_key: &[u8],
+    ) -> Option<(Verdict, Mode, u64)> {
+        for _ in 0..2 {
+            match self.leases.take(redis_key, req, Instant::now()) {
+                Step::Lease(v) => {
+                    if self.fallback {
+                        // Redis counted these permits: the local budget and the failover repair
+                        // must know them as admitted.
+                        self.ledger
+                            .record(redis_key, req.window_ms, v.now_ms, req.cost, v.used);
+                    }
+                    return Some((v, Mode::Lease, req.limit));
+                }
+                Step::Plain => return None,
+                Step::Renew(r) => {
+                    self.lease_call(redis_key, Some(req), &r).await?;
+                }
+            }
+        }
+        None
+    }
+
+    /// Sends one lease call (a refund and/or a new lease); the new lease's seq if one was granted.
+    async fn lease_call(
+        self: &Arc<Self>,
+        redis_key: &[u8],
+        req: Option<&Request<'_>>,
+        r: &Renewal,
+    ) -> Option<u64> {
+        let sent = Instant::now();
+        let reply = self.send_lease(redis_key, req, r).await;
+        let seq = self.leases.renewed(redis_key, req, r, &reply, sent)?;
+        self.refund_later(redis_key, seq);
+        Some(seq)
+    }
+
+    /// The lease call itself: under `req`'s rule, or for a refund alone under the lease's own.
+    async fn send_lease(
+        &self,
+        redis_key: &[u8],
+        req: Option<&Request<'_>>,
+        r: &Renewal,
+    ) -> Result<crate::backend::redis::LeaseReply> {
+        let (window_ms, limit) =
+            req.map_or((r.old_window_ms, r.old_limit), |q| (q.window_ms, q.limit));
+        let reply = self
+            .backend
+            .lease(
+                redis_key,
+                &LeaseCall {
+                    instance: &self.id,
+                    window_ms,
+                    limit,
+                    want: r.want.min(limit),
+                    min: r.min,
+                    lease_ms: self.leases.lease_ms,
+                    seq: r.seq,
+                    old_seq: r.old_seq,
+                    old_used: r.old_used,
+                },
+            )
+            .await;
+        if let Err(e) = &reply {
+            tracing::debug!(error = %e, "rl: lease call failed; the lease ages out in Redis");
+        }
+        reply
+    }
+
+    /// Returns the lease `seq` on `redis_key` once its time is up, unless a request renewed it:
+    /// a key whose traffic stopped gives its unused permits back.
+    fn refund_later(self: &Arc<Self>, redis_key: &[u8], seq: u64) {
+        let Ok(rt) = tokio::runtime::Handle::try_current().or_else(|_| crate::runtime::handle())
+        else {
+            return;
+        };
+        let (weak, key) = (Arc::downgrade(self), redis_key.to_vec());
+        let delay = crate::lease::refund_after(self.leases.lease_ms);
+        // Boxed: the task's type would otherwise nest inside the lease call's own future.
+        let task: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> =
+            Box::pin(async move {
+                tokio::time::sleep(delay).await;
+                let Some(p) = weak.upgrade() else { return };
+                if let Some(r) = p.leases.expire(&key, seq) {
+                    let reply = p.send_lease(&key, None, &r).await;
+                    p.leases.renewed(&key, None, &r, &reply, Instant::now());
+                }
+            });
+        rt.spawn(task);
+    }
+
+    /// Returns every lease's unused permits (the limiter closes).
+    pub(crate) async fn refund_all(self: &Arc<Self>) -> Result<()> {
+        let mut first_error = None;
+        for (key, r) in self.leases.drain() {
+            let reply = self.send_lease(&key, None, &r).await;
+            self.leases.renewed(&key, None, &r, &reply, Instant::now());
+            if let Err(e) = reply {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
     }
 
     /// Runs a Redis call until it completes, its deadline passes, or (with the fallback on) it has

@@ -79,6 +79,11 @@ pub static STATS_FIELDS: &[StatsField] = &[
     count!(rtt_p99_us, "99th percentile Redis round trip, in microseconds."),
     count!(rtt_max_us, "Slowest sampled Redis round trip, in microseconds."),
     count!(shard_borrows, "Calls to a sharded key's other shards after its home shard denied (key_shards)."),
+    count!(decisions_lease, "Decisions this instance made from its leases (mode lease)."),
+    count!(leases_taken, "Leases Redis granted this instance."),
+    count!(lease_refunds, "Leases returned to Redis (at their end, when traffic stopped, on close)."),
+    count!(leased_permits, "Permits those leases held."),
+    count!(refunded_permits, "Leased permits returned unused."),
 ];
 
 impl Stats {
@@ -126,4 +131,10 @@ pub struct Stats {
     pub rtt_max_us: u64,
     /// Extra sub-key calls of sharded keys (`key_shards`): asked after the home shard denied.
     pub shard_borrows: u64,
+    /// Leases: decisions made from them, leases taken and returned, permits leased and returned unused.
+    pub decisions_lease: u64,
+    pub leases_taken: u64,
+    pub lease_refunds: u64,
+    pub leased_permits: u64,
+    pub refunded_permits: u64,
 }

@@ -58,3 +58,12 @@ class LimiterOptions(typing.TypedDict, total=False):
 
     key_shards: Optional[int]
     """Splits every limit over this many Redis keys on evenly spread Cluster slots (one hot key's load on several masters), each holding its share; exact, one request's cost must fit one share; 1 = off. Every instance must use the same value. Default: 1; 1–64."""
+
+    leases: Optional[str]
+    """off, auto or on: hot keys take exact leases of permits from Redis and grant them locally (mode lease). auto: a key whose demand here passes lease_hot_rate. Default: \"off\"."""
+
+    lease_ms: Optional[int]
+    """How long a lease lives; it counts in every window that meets its life, so a longer lease costs up to lease_ms/window_ms of the limit in under-admission. Default: 100; 5–60000 ms."""
+
+    lease_hot_rate: Optional[int]
+    """With leases=auto: permits per second this instance asks of one key before the key leases (it stops below half of that). Default: 1000; 1–1000000000."""

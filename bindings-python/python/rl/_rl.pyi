@@ -95,15 +95,20 @@ OPTIONS: Tuple[
     Literal["instances"],
     Literal["local_max_keys"],
     Literal["key_shards"],
+    Literal["leases"],
+    Literal["lease_ms"],
+    Literal["lease_hot_rate"],
 ]
 #: Every value of Decision.mode and Stats.mode:
 #: "normal": Redis decided, exactly, with one script call.
 #: "memory": The in-process memory backend decided (single-process use), exactly.
 #: "local": The local fallback decided while Redis was unhealthy.
+#: "lease": This instance decided from a lease of permits Redis counted for it, exactly.
 MODES: Tuple[
     Literal["normal"],
     Literal["memory"],
     Literal["local"],
+    Literal["lease"],
 ]
 
 @final
@@ -135,6 +140,11 @@ class Stats:
         Literal["rtt_p99_us"],
         Literal["rtt_max_us"],
         Literal["shard_borrows"],
+        Literal["decisions_lease"],
+        Literal["leases_taken"],
+        Literal["lease_refunds"],
+        Literal["leased_permits"],
+        Literal["refunded_permits"],
     ]]
     def __new__(
         cls,
@@ -161,6 +171,11 @@ class Stats:
         rtt_p99_us: int,
         rtt_max_us: int,
         shard_borrows: int,
+        decisions_lease: int,
+        leases_taken: int,
+        lease_refunds: int,
+        leased_permits: int,
+        refunded_permits: int,
     ) -> Self: ...
     @property
     def mode(self) -> str:
@@ -231,6 +246,21 @@ class Stats:
     @property
     def shard_borrows(self) -> int:
         """Calls to a sharded key's other shards after its home shard denied (key_shards)."""
+    @property
+    def decisions_lease(self) -> int:
+        """Decisions this instance made from its leases (mode lease)."""
+    @property
+    def leases_taken(self) -> int:
+        """Leases Redis granted this instance."""
+    @property
+    def lease_refunds(self) -> int:
+        """Leases returned to Redis (at their end, when traffic stopped, on close)."""
+    @property
+    def leased_permits(self) -> int:
+        """Permits those leases held."""
+    @property
+    def refunded_permits(self) -> int:
+        """Leased permits returned unused."""
     def as_dict(self) -> dict[str, Union[str, int]]:
         """Every attribute in a new dict (for logs and metrics exporters)."""
     def __eq__(self, other: object) -> bool: ...

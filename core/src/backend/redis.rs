@@ -59,6 +59,30 @@ pub(crate) struct RepairCall<'a> {
     pub failover: &'a [(u64, u64)],
 }
 
+/// What one lease call sends: the rule, the lease wanted (`seq` 0: none) and the one returned
+/// (`old_seq` 0: none) with the permits granted from it.
+pub(crate) struct LeaseCall<'a> {
+    pub instance: &'a str,
+    pub window_ms: u64,
+    pub limit: u64,
+    pub want: u64,
+    pub min: u64,
+    pub lease_ms: u64,
+    pub seq: u64,
+    pub old_seq: u64,
+    pub old_used: u64,
+}
+
+/// A lease call's answer: permits leased (0: none), the script's now, the window's count with
+/// the lease, and when the window is empty if nothing more is admitted.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LeaseReply {
+    pub granted: u64,
+    pub now_ms: u64,
+    pub used: u64,
+    pub reset_after_ms: u64,
+}
+
 /// What the backend takes from the limiter's options (the rest is the resilient path's).
 pub(crate) struct Settings {
     pub connect_timeout: Duration,
@@ -130,6 +154,7 @@ impl RedisBackend {
                 let (id, mut conn) = self.shared.connector.get().await?;
                 let r = redis::cmd("DEL")
                     .arg(redis_key)
+                    .arg(crate::keys::lease_key(redis_key))
                     .query_async::<()>(&mut conn)
                     .await;
                 self.shared.check(id, r)
@@ -239,6 +264,36 @@ impl RedisBackend {
                     }
                 }
                 Ok(out)
+            })
+            .await
+    }
+
+    /// Returns a lease and/or takes a new one for `redis_key` (the script's convention 3).
+    pub(crate) async fn lease(&self, redis_key: &[u8], c: &LeaseCall<'_>) -> Result<LeaseReply> {
+        let shared = &self.shared;
+        shared
+            .bounded("lease", async {
+                let (id, mut conn) = shared.connector.get().await?;
+                let client_now = shared.clock.as_ref().map(|c| c.now_ms());
+                let r = SLIDING_WINDOW
+                    .key(redis_key)
+                    .arg("rl1L")
+                    .arg(script::pack(&[client_now.unwrap_or(0), shared.max_skew_ms]))
+                    .arg(script::pack(&[
+                        c.window_ms,
+                        c.limit,
+                        c.want,
+                        c.min,
+                        c.lease_ms,
+                        c.seq,
+                        c.old_seq,
+                        c.old_used,
+                    ]))
+                    .arg(c.instance)
+                    .invoke_async::<redis::Value>(&mut conn)
+                    .await;
+                let reply = shared.check(id, r)?;
+                script::parse_lease_reply(reply, client_now, shared.max_skew_ms)
             })
             .await
     }

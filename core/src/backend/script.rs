@@ -51,6 +51,33 @@ fn non_negative(v: &Value) -> Option<u64> {
     int(v).and_then(|i| u64::try_from(i).ok())
 }
 
+/// Reads a lease call's reply `{0, granted, now, used, reset_after}`.
+pub(crate) fn parse_lease_reply(
+    reply: Value,
+    client_now: Option<u64>,
+    max_skew_ms: u64,
+) -> Result<super::redis::LeaseReply> {
+    if let Value::Array(items) = &reply {
+        if items.len() == 5 && items.first().and_then(int) == Some(0) {
+            let n: Option<Vec<u64>> = items[1..].iter().map(non_negative).collect();
+            if let Some(n) = n {
+                return Ok(super::redis::LeaseReply {
+                    granted: n[0],
+                    now_ms: n[1],
+                    used: n[2],
+                    reset_after_ms: n[3],
+                });
+            }
+        }
+    }
+    // Errors share convention 2's shapes.
+    parse_reply(reply, 0, client_now, max_skew_ms).and_then(|_| {
+        Err(Error::Backend(
+            "unexpected reply from the rl script's lease call".into(),
+        ))
+    })
+}
+
 /// Reads `{status, ...}` (see the script's header) into one verdict per request, or a typed error.
 pub(crate) fn parse_reply(
     reply: Value,

@@ -40,6 +40,9 @@ const FIELDS: &[(&str, u32, Conv)] = &[
     ("client_clock", 3, Conv::Plain),
     ("max_clock_skew_ms", 3, Conv::Plain),
     ("key_shards", 4, Conv::Plain),
+    ("leases", 4, Conv::Plain),
+    ("lease_ms", 4, Conv::Plain),
+    ("lease_hot_rate", 4, Conv::Plain),
 ];
 
 /// Bytes (NUL included) of a text stats field in `rl_stats`; part of the ABI.

@@ -216,4 +216,39 @@ public abstract class OptionsBuilder<B extends OptionsBuilder<B>> {
     public final B keyShards(long value) {
         return set("key_shards", value);
     }
+
+    /**
+     * off, auto or on: hot keys take exact leases of permits from Redis and grant them locally (mode lease). auto: a key whose demand here passes {@link #leaseHotRate(long) leaseHotRate}.
+     *
+     * <p>Default: {@code "off"}. (rl option {@code leases}.)
+     */
+    public final B leases(String value) {
+        return set("leases", Objects.requireNonNull(value, "leases"));
+    }
+
+    /**
+     * How long a lease lives; it counts in every window that meets its life, so a longer lease costs up to {@link #leaseMs(long) leaseMs}/window_ms of the limit in under-admission.
+     *
+     * <p>Default: 100 ms. Accepts 5 to 60000 ms. (rl option {@code lease_ms}.)
+     */
+    public final B leaseMs(long value) {
+        return set("lease_ms", value);
+    }
+
+    /**
+     * {@link #leaseMs(long)} as a {@link Duration}, in whole milliseconds (a fraction of a
+     * millisecond is dropped); errors name {@code leaseMs}.
+     */
+    public final B lease(Duration value) {
+        return set("lease_ms", Objects.requireNonNull(value, "lease"));
+    }
+
+    /**
+     * With leases=auto: permits per second this instance asks of one key before the key leases (it stops below half of that).
+     *
+     * <p>Default: 1000. Accepts 1 to 1000000000. (rl option {@code lease_hot_rate}.)
+     */
+    public final B leaseHotRate(long value) {
+        return set("lease_hot_rate", value);
+    }
 }

@@ -30,6 +30,11 @@ package dev.rl;
  * @param rttP99Us 99th percentile Redis round trip, in microseconds.
  * @param rttMaxUs Slowest sampled Redis round trip, in microseconds.
  * @param shardBorrows Calls to a sharded key's other shards after its home shard denied ({@link OptionsBuilder#keyShards(long) keyShards}).
+ * @param decisionsLease Decisions this instance made from its leases (mode lease).
+ * @param leasesTaken Leases Redis granted this instance.
+ * @param leaseRefunds Leases returned to Redis (at their end, when traffic stopped, on close).
+ * @param leasedPermits Permits those leases held.
+ * @param refundedPermits Leased permits returned unused.
  */
 public record Stats(
         String mode,
@@ -54,4 +59,9 @@ public record Stats(
         long rttP50Us,
         long rttP99Us,
         long rttMaxUs,
-        long shardBorrows) {}
+        long shardBorrows,
+        long decisionsLease,
+        long leasesTaken,
+        long leaseRefunds,
+        long leasedPermits,
+        long refundedPermits) {}
