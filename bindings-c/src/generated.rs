@@ -45,7 +45,8 @@ pub(crate) const MODES: [rl_mode; 3] = [
 /// ABI evolution: later versions only append fields. `struct_size` tells the library which version
 /// of the struct the caller was compiled against, so an old program keeps working with a newer
 /// library: fields past its `struct_size` are never read and take their defaults. Known versions: 1
-/// (up to `request_timeout_ms`), 2 (up to `local_max_keys`), 3 (up to `max_clock_skew_ms`).
+/// (up to `request_timeout_ms`), 2 (up to `local_max_keys`), 3 (up to `max_clock_skew_ms`), 4 (up
+/// to `disable_denial_cache`).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct rl_options {
@@ -99,7 +100,8 @@ pub struct rl_options {
     ///
     /// 1 to 1000000; 0: unset (the default). Since version 2 of this struct.
     pub instances: u64,
-    /// Most keys the local record keeps; the least recently used are forgotten.
+    /// Most keys the local record keeps, and the denial cache too; the least recently used are
+    /// forgotten.
     ///
     /// 1 to 10000000; 0: the default, 10000. Since version 2 of this struct.
     pub local_max_keys: u64,
@@ -113,6 +115,14 @@ pub struct rl_options {
     /// In ms, 0 to 2592000000; 0: the default, 1000 ms. (0 itself cannot be set here: 1 is the
     /// smallest other value.) Since version 3 of this struct.
     pub max_clock_skew_ms: u64,
+    /// After Redis denies a request, deny the same key (same window, a cost no lower, a limit no
+    /// higher) from this instance until its retry_after_ms, without a Redis call; exact unless
+    /// another client resets the key meanwhile.
+    ///
+    /// `true` sets `denial_cache` to false. Inverted so that zero (false) is the default,
+    /// `denial_cache` = true; an error about it names `denial_cache`. Since version 4 of this
+    /// struct.
+    pub disable_denial_cache: bool,
 }
 
 /// Every field after `struct_size`, in struct order: the option it sets, the struct version
@@ -196,13 +206,20 @@ pub(crate) static OPTION_FIELDS: &[OptionField] = &[
         offset: offset_of!(rl_options, max_clock_skew_ms),
         convention: Convention::Number,
     },
+    OptionField {
+        option: "denial_cache",
+        version: 4,
+        offset: offset_of!(rl_options, disable_denial_cache),
+        convention: Convention::InvertedFlag,
+    },
 ];
 
 /// The size of each version of `rl_options`: (version, size).
-pub(crate) const OPTIONS_SIZES: [(u32, usize); 3] = [
+pub(crate) const OPTIONS_SIZES: [(u32, usize); 4] = [
     (1, offset_of!(rl_options, retry_delay_ms)),
     (2, offset_of!(rl_options, client_clock)),
-    (3, size_of::<rl_options>()),
+    (3, offset_of!(rl_options, disable_denial_cache)),
+    (4, size_of::<rl_options>()),
 ];
 
 /// What `rl_stats_get` reports: which path decides now, how often each path decided, the fallback
@@ -268,6 +285,9 @@ pub struct rl_stats {
     pub rtt_p99_us: u64,
     /// Slowest sampled Redis round trip, in microseconds.
     pub rtt_max_us: u64,
+    /// Denials replayed from the denial cache without a Redis call (denial_cache); not in
+    /// decisions_normal.
+    pub denials_cached: u64,
 }
 
 impl rl_stats {
@@ -300,6 +320,7 @@ impl rl_stats {
             rtt_p50_us: take(fields, "rtt_p50_us")?,
             rtt_p99_us: take(fields, "rtt_p99_us")?,
             rtt_max_us: take(fields, "rtt_max_us")?,
+            denials_cached: take(fields, "denials_cached")?,
         })
     }
 }

@@ -174,6 +174,7 @@ mod tests {
             rtt_p50_us: 17,
             rtt_p99_us: 18,
             rtt_max_us: 19,
+            denials_cached: 20,
         };
         let c = match rl_stats::from_fields(7, &mut s.fields()) {
             Ok(c) => c,
@@ -192,7 +193,7 @@ mod tests {
                 .collect::<Vec<_>>(),
             b"why\0"
         );
-        // The counts, in struct order, are 1..=19: the struct's order is the table's.
+        // The counts, in struct order, are 1..=20: the struct's order is the table's.
         let counts = [
             c.decisions_normal,
             c.decisions_local,
@@ -213,6 +214,7 @@ mod tests {
             c.rtt_p50_us,
             c.rtt_p99_us,
             c.rtt_max_us,
+            c.denials_cached,
         ];
         assert_eq!(counts, std::array::from_fn(|i| i as u64 + 1));
     }

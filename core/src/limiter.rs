@@ -185,6 +185,7 @@ impl Limiter {
                 rtt_p50_us: 0,
                 rtt_p99_us: 0,
                 rtt_max_us: 0,
+                denials_cached: 0,
             };
         };
         r.stats(memory)

@@ -18,6 +18,7 @@ use crate::backend::redis::{RedisBackend, RepairCall, Settings};
 use crate::backend::{Request, Verdict};
 use crate::clock::{Clock, SystemClock};
 use crate::decision::Mode;
+use crate::denials::Denials;
 use crate::error::{Error, ErrorKind, Result};
 use crate::fork::ForkLocal;
 use crate::health::{Health, Streak, Thresholds};
@@ -48,6 +49,8 @@ pub(crate) struct RedisPath {
     ttl_slack_ms: u64,
     thresholds: Thresholds,
     local_max_keys: usize,
+    /// Whether Redis's denials are replayed until their `retry_after_ms` (`denials.rs`).
+    denial_cache: bool,
     /// Everything that makes this limiter one instance of the fleet, per fork generation (see
     /// [`Instance`]); reached through `Deref`, so `self.ledger` is this generation's ledger.
     instance: ForkLocal<Instance>,
@@ -63,6 +66,8 @@ pub(crate) struct Instance {
     id: String,
     health: Health,
     ledger: Ledger,
+    /// Redis's denials, replayed until they expire (`denial_cache`).
+    denials: Denials,
     discovered: AtomicU64,
     /// Redis time minus this host's time, learnt from decisions: the local path's clock.
     offset_ms: AtomicI64,
@@ -81,6 +86,7 @@ impl Instance {
             id: instance_id(),
             health: Health::new(t),
             ledger: Ledger::new(local_max_keys),
+            denials: Denials::new(local_max_keys),
             discovered: AtomicU64::new(0),
             offset_ms: AtomicI64::new(0),
             started: AtomicBool::new(false),
@@ -144,6 +150,7 @@ impl RedisPath {
                 recover_for: options.recover_after,
             },
             local_max_keys: options.local_max_keys,
+            denial_cache: options.denial_cache,
             instance: ForkLocal::new(),
         })
     }
@@ -170,7 +177,10 @@ impl RedisPath {
     /// Forgets everything admitted on `redis_key`, here and in Redis.
     pub(crate) async fn reset(&self, redis_key: &[u8]) -> Result<()> {
         self.ledger.forget(redis_key);
-        self.backend.reset(redis_key).await
+        let done = self.backend.reset(redis_key).await;
+        // After the reset, so that a denial sent before it and answered since is not cached.
+        self.denials.forget(redis_key);
+        done
     }
 
     pub(crate) async fn ping(&self) -> Result<()> {
@@ -210,6 +220,7 @@ impl RedisPath {
             rtt_p50_us: rtt.p50_us,
             rtt_p99_us: rtt.p99_us,
             rtt_max_us: rtt.max_us,
+            denials_cached: get(&self.denials.hits),
         }
     }
 
@@ -226,6 +237,12 @@ impl RedisPath {
         if self.is_local() {
             return Ok(self.decide_local(req, redis_key));
         }
+        if self.denial_cache {
+            if let Some(v) = self.denials.check(redis_key, req, self.clock.as_deref()) {
+                return Ok((v, Mode::Normal, req.limit));
+            }
+        }
+        let epoch = self.denials.epoch();
         let deadline = Instant::now() + self.request_timeout;
         let mut retried = false;
         loop {
@@ -258,6 +275,11 @@ impl RedisPath {
                             .record(redis_key, req.window_ms, v.now_ms, admitted, v.used);
                     }
                     self.health.counters.normal.fetch_add(1, Ordering::Relaxed);
+                    if self.denial_cache {
+                        let clock = self.clock.as_deref();
+                        self.denials
+                            .learn(redis_key, req, &v, started, epoch, clock);
+                    }
                     if slow_too_long
                         && self.fallback
                         && self

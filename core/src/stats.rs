@@ -78,6 +78,7 @@ pub static STATS_FIELDS: &[StatsField] = &[
     count!(rtt_p50_us, "Median Redis round trip, in microseconds."),
     count!(rtt_p99_us, "99th percentile Redis round trip, in microseconds."),
     count!(rtt_max_us, "Slowest sampled Redis round trip, in microseconds."),
+    count!(denials_cached, "Denials replayed from the denial cache without a Redis call (denial_cache); not in decisions_normal."),
 ];
 
 impl Stats {
@@ -123,4 +124,7 @@ pub struct Stats {
     pub rtt_p50_us: u64,
     pub rtt_p99_us: u64,
     pub rtt_max_us: u64,
+    /// Denials replayed from the denial cache (`denial_cache`) without a Redis call; their
+    /// decisions have mode `normal` but are not counted in `decisions_normal`.
+    pub denials_cached: u64,
 }

@@ -54,4 +54,7 @@ class LimiterOptions(typing.TypedDict, total=False):
     """How many instances share each limit (the local budget is limit / instances); unset: counted from live instances' heartbeats in Redis. Default: None (discovered); 1–1000000."""
 
     local_max_keys: Optional[int]
-    """Most keys the local record keeps; the least recently used are forgotten. Default: 10000; 1–10000000."""
+    """Most keys the local record keeps, and the denial cache too; the least recently used are forgotten. Default: 10000; 1–10000000."""
+
+    denial_cache: Optional[bool]
+    """After Redis denies a request, deny the same key (same window, a cost no lower, a limit no higher) from this instance until its retry_after_ms, without a Redis call; exact unless another client resets the key meanwhile. Default: True."""

@@ -94,6 +94,7 @@ OPTIONS: Tuple[
     Literal["recover_after_ms"],
     Literal["instances"],
     Literal["local_max_keys"],
+    Literal["denial_cache"],
 ]
 #: Every value of Decision.mode and Stats.mode:
 #: "normal": Redis decided, exactly, with one script call.
@@ -133,6 +134,7 @@ class Stats:
         Literal["rtt_p50_us"],
         Literal["rtt_p99_us"],
         Literal["rtt_max_us"],
+        Literal["denials_cached"],
     ]]
     def __new__(
         cls,
@@ -158,6 +160,7 @@ class Stats:
         rtt_p50_us: int,
         rtt_p99_us: int,
         rtt_max_us: int,
+        denials_cached: int,
     ) -> Self: ...
     @property
     def mode(self) -> str:
@@ -225,6 +228,9 @@ class Stats:
     @property
     def rtt_max_us(self) -> int:
         """Slowest sampled Redis round trip, in microseconds."""
+    @property
+    def denials_cached(self) -> int:
+        """Denials replayed from the denial cache without a Redis call (denial_cache); not in decisions_normal."""
     def as_dict(self) -> dict[str, Union[str, int]]:
         """Every attribute in a new dict (for logs and metrics exporters)."""
     def __eq__(self, other: object) -> bool: ...

@@ -39,6 +39,7 @@ const FIELDS: &[(&str, u32, Conv)] = &[
     ("local_max_keys", 2, Conv::Plain),
     ("client_clock", 3, Conv::Plain),
     ("max_clock_skew_ms", 3, Conv::Plain),
+    ("denial_cache", 4, Conv::Inverted),
 ];
 
 /// Bytes (NUL included) of a text stats field in `rl_stats`; part of the ABI.

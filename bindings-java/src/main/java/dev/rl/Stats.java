@@ -29,6 +29,7 @@ package dev.rl;
  * @param rttP50Us Median Redis round trip, in microseconds.
  * @param rttP99Us 99th percentile Redis round trip, in microseconds.
  * @param rttMaxUs Slowest sampled Redis round trip, in microseconds.
+ * @param denialsCached Denials replayed from the denial cache without a Redis call ({@link OptionsBuilder#denialCache(boolean) denialCache}); not in decisions_normal.
  */
 public record Stats(
         String mode,
@@ -52,4 +53,5 @@ public record Stats(
         long rttLastUs,
         long rttP50Us,
         long rttP99Us,
-        long rttMaxUs) {}
+        long rttMaxUs,
+        long denialsCached) {}
