@@ -54,7 +54,10 @@ struct Entry {
     /// The denial as Redis gave it.
     verdict: Verdict,
     until: Until,
+    /// When the request was sent (the deadline counts from here) and its reply arrived (the
+    /// replay's clock counts from here: Redis decided in between).
     sent: Instant,
+    received: Instant,
 }
 
 impl Entry {
@@ -62,20 +65,20 @@ impl Entry {
         req.window_ms == self.window_ms && req.limit <= self.limit && req.cost >= self.cost
     }
 
-    /// The milliseconds elapsed since Redis's decision as far as the deadline's clock is
-    /// concerned, if the entry still denies.
+    /// The milliseconds elapsed since Redis's decision (at most), if the entry still denies.
     fn elapsed(&self, clock: Option<&dyn Clock>) -> Option<u64> {
         let v = &self.verdict;
         match (self.until, clock) {
             (Until::Mono(until), _) => {
-                let left = until.checked_duration_since(Instant::now())?;
-                if left.is_zero() {
+                let now = Instant::now();
+                if now >= until {
                     return None;
                 }
-                // Counted back from the deadline, so that the replayed `now + retry_after` is the
-                // deadline itself: a caller that waits `retry_after_ms` finds the entry gone.
-                let left_ms = left.as_nanos().div_ceil(1_000_000) as u64;
-                Some(v.retry_after_ms.saturating_sub(left_ms))
+                // Since the reply arrived, which is after Redis's `now`: the replayed `now_ms` is
+                // at most Redis's clock, and `now_ms + retry_after_ms` is the instant Redis named
+                // (so `retry_after_ms` is at most a round trip longer than the true wait, and a
+                // caller that waits it finds the entry gone).
+                Some((now - self.received).as_millis() as u64)
             }
             (Until::Clock(until), Some(c)) => {
                 let now = c.now_ms().max(v.now_ms);
@@ -147,7 +150,7 @@ impl Denials {
         Some(Verdict {
             allowed: false,
             used: v.used,
-            retry_after_ms: (v.retry_after_ms - elapsed).max(1),
+            retry_after_ms: v.retry_after_ms.saturating_sub(elapsed).max(1),
             reset_after_ms: v.reset_after_ms.saturating_sub(elapsed).max(1),
             now_ms: v.now_ms + elapsed,
         })
@@ -186,6 +189,7 @@ impl Denials {
             verdict: *v,
             until,
             sent,
+            received: Instant::now(),
         };
         let mut shard = self.shards.get(key);
         // Checked under the shard's lock, which `forget` takes after bumping the epoch: a reply
