@@ -219,3 +219,94 @@ impl Denials {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+
+    fn req(limit: u64, window_ms: u64, cost: u64) -> Request<'static> {
+        Request {
+            key: b"k",
+            limit,
+            window_ms,
+            cost,
+            consume: true,
+        }
+    }
+
+    fn denial(now_ms: u64, retry_after_ms: u64) -> Verdict {
+        Verdict {
+            allowed: false,
+            used: 7,
+            retry_after_ms,
+            reset_after_ms: retry_after_ms + 100,
+            now_ms,
+        }
+    }
+
+    #[test]
+    fn holds_at_most_max_keys() {
+        let d = Denials::new(64);
+        for i in 0..10_000u32 {
+            let key = i.to_be_bytes();
+            d.learn(&key, &req(10, 1000, 1), &denial(0, 5000), Instant::now(), 0, None);
+        }
+        let held: usize = d.shards.iter().map(|s| s.entries.len()).sum();
+        assert!(held <= 64, "{held}");
+        assert_eq!(d.len.load(Ordering::Relaxed), held);
+    }
+
+    #[test]
+    fn answers_only_rules_it_proves() {
+        let d = Denials::new(10);
+        d.learn(b"k", &req(10, 1000, 3), &denial(0, 5000), Instant::now(), 0, None);
+        for (r, hit) in [
+            (req(10, 1000, 3), true),
+            (req(10, 1000, 4), true),
+            (req(9, 1000, 3), true),
+            (req(10, 1000, 2), false),
+            (req(11, 1000, 3), false),
+            (req(10, 999, 3), false),
+            (req(10, 1001, 3), false),
+        ] {
+            assert_eq!(d.check(b"k", &r, None).is_some(), hit, "{r:?}");
+        }
+        assert!(d.check(b"other", &req(10, 1000, 3), None).is_none());
+        assert_eq!(d.hits.load(Ordering::Relaxed), 3);
+    }
+
+    #[test]
+    fn a_short_retry_is_not_worth_a_margin_and_is_not_cached() {
+        let d = Denials::new(10);
+        d.learn(b"k", &req(10, 1000, 1), &denial(0, 2), Instant::now(), 0, None);
+        assert!(d.check(b"k", &req(10, 1000, 1), None).is_none());
+    }
+
+    #[test]
+    fn a_reply_older_than_a_reset_is_refused_and_a_reset_forgets() {
+        let d = Denials::new(10);
+        let epoch = d.epoch();
+        d.forget(b"k");
+        d.learn(b"k", &req(10, 1000, 1), &denial(0, 5000), Instant::now(), epoch, None);
+        assert!(d.check(b"k", &req(10, 1000, 1), None).is_none());
+        d.learn(b"k", &req(10, 1000, 1), &denial(0, 5000), Instant::now(), d.epoch(), None);
+        assert!(d.check(b"k", &req(10, 1000, 1), None).is_some());
+        d.forget(b"k");
+        assert!(d.check(b"k", &req(10, 1000, 1), None).is_none());
+        assert_eq!(d.len.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn on_a_client_clock_the_deadline_is_that_clocks() {
+        let d = Denials::new(10);
+        let clock = ManualClock::new(1_000);
+        let c: Option<&dyn Clock> = Some(&clock);
+        d.learn(b"k", &req(10, 1000, 1), &denial(1_000, 300), Instant::now(), 0, c);
+        clock.advance(299);
+        let v = d.check(b"k", &req(10, 1000, 1), c).expect("still denied");
+        assert_eq!((v.now_ms, v.retry_after_ms, v.reset_after_ms, v.used), (1_299, 1, 101, 7));
+        clock.advance(1);
+        assert!(d.check(b"k", &req(10, 1000, 1), c).is_none());
+    }
+}
