@@ -250,7 +250,14 @@ mod tests {
         let d = Denials::new(64);
         for i in 0..10_000u32 {
             let key = i.to_be_bytes();
-            d.learn(&key, &req(10, 1000, 1), &denial(0, 5000), Instant::now(), 0, None);
+            d.learn(
+                &key,
+                &req(10, 1000, 1),
+                &denial(0, 5000),
+                Instant::now(),
+                0,
+                None,
+            );
         }
         let held: usize = d.shards.iter().map(|s| s.entries.len()).sum();
         assert!(held <= 64, "{held}");
@@ -260,7 +267,14 @@ mod tests {
     #[test]
     fn answers_only_rules_it_proves() {
         let d = Denials::new(10);
-        d.learn(b"k", &req(10, 1000, 3), &denial(0, 5000), Instant::now(), 0, None);
+        d.learn(
+            b"k",
+            &req(10, 1000, 3),
+            &denial(0, 5000),
+            Instant::now(),
+            0,
+            None,
+        );
         for (r, hit) in [
             (req(10, 1000, 3), true),
             (req(10, 1000, 4), true),
@@ -279,7 +293,14 @@ mod tests {
     #[test]
     fn a_short_retry_is_not_worth_a_margin_and_is_not_cached() {
         let d = Denials::new(10);
-        d.learn(b"k", &req(10, 1000, 1), &denial(0, 2), Instant::now(), 0, None);
+        d.learn(
+            b"k",
+            &req(10, 1000, 1),
+            &denial(0, 2),
+            Instant::now(),
+            0,
+            None,
+        );
         assert!(d.check(b"k", &req(10, 1000, 1), None).is_none());
     }
 
@@ -288,9 +309,23 @@ mod tests {
         let d = Denials::new(10);
         let epoch = d.epoch();
         d.forget(b"k");
-        d.learn(b"k", &req(10, 1000, 1), &denial(0, 5000), Instant::now(), epoch, None);
+        d.learn(
+            b"k",
+            &req(10, 1000, 1),
+            &denial(0, 5000),
+            Instant::now(),
+            epoch,
+            None,
+        );
         assert!(d.check(b"k", &req(10, 1000, 1), None).is_none());
-        d.learn(b"k", &req(10, 1000, 1), &denial(0, 5000), Instant::now(), d.epoch(), None);
+        d.learn(
+            b"k",
+            &req(10, 1000, 1),
+            &denial(0, 5000),
+            Instant::now(),
+            d.epoch(),
+            None,
+        );
         assert!(d.check(b"k", &req(10, 1000, 1), None).is_some());
         d.forget(b"k");
         assert!(d.check(b"k", &req(10, 1000, 1), None).is_none());
@@ -302,10 +337,20 @@ mod tests {
         let d = Denials::new(10);
         let clock = ManualClock::new(1_000);
         let c: Option<&dyn Clock> = Some(&clock);
-        d.learn(b"k", &req(10, 1000, 1), &denial(1_000, 300), Instant::now(), 0, c);
+        d.learn(
+            b"k",
+            &req(10, 1000, 1),
+            &denial(1_000, 300),
+            Instant::now(),
+            0,
+            c,
+        );
         clock.advance(299);
         let v = d.check(b"k", &req(10, 1000, 1), c).expect("still denied");
-        assert_eq!((v.now_ms, v.retry_after_ms, v.reset_after_ms, v.used), (1_299, 1, 101, 7));
+        assert_eq!(
+            (v.now_ms, v.retry_after_ms, v.reset_after_ms, v.used),
+            (1_299, 1, 101, 7)
+        );
         clock.advance(1);
         assert!(d.check(b"k", &req(10, 1000, 1), c).is_none());
     }

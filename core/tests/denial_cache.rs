@@ -61,9 +61,16 @@ async fn fill(l: &Limiter, key: &str, limit: u64, window: u64) -> Decision {
 /// `now_ms + retry_after_ms - 1`, the last millisecond the denial claims. A third limiter without
 /// the cache peeks right after each cached denial: when Redis says the request fits by then, it
 /// is after the instant the denial named.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cached_denials_are_ones_redis_makes_and_end_by_its_retry_after() {
+#[test]
+fn cached_denials_are_ones_redis_makes_and_end_by_its_retry_after() {
     let _heavy = heavy();
+    runtime().block_on(offer_far_above_the_limit_and_check_every_denial());
+}
+
+/// A denial, its cost and its rule (limit, window).
+type Denied = (Decision, u64, (u64, u64));
+
+async fn offer_far_above_the_limit_and_check_every_denial() {
     let server = server();
     let a = limiter_with(&server, strict());
     let c = limiter_with(&server, strict());
@@ -71,7 +78,7 @@ async fn cached_denials_are_ones_redis_makes_and_end_by_its_retry_after() {
     const KEY: &str = "hot";
     const RULES: [(u64, u64); 3] = [(20, 300), (15, 300), (8, 150)];
     let admitted: Arc<Mutex<Vec<(u64, u64)>>> = Arc::default();
-    let denials: Arc<Mutex<Vec<(Decision, u64, (u64, u64))>>> = Arc::default();
+    let denials: Arc<Mutex<Vec<Denied>>> = Arc::default();
     let late_peeks: Arc<Mutex<Vec<String>>> = Arc::default();
     let until = Instant::now() + Duration::from_secs(3);
     let tasks: Vec<_> = (0..6u64)
@@ -122,7 +129,12 @@ async fn cached_denials_are_ones_redis_makes_and_end_by_its_retry_after() {
     let admitted = admitted.lock().unwrap().clone();
     let denials = denials.lock().unwrap().clone();
     let late = late_peeks.lock().unwrap().clone();
-    assert!(late.is_empty(), "{} late: {:#?}", late.len(), &late[..late.len().min(5)]);
+    assert!(
+        late.is_empty(),
+        "{} late: {:#?}",
+        late.len(),
+        &late[..late.len().min(5)]
+    );
     let mut wrong = Vec::new();
     for (d, cost, (limit, window)) in &denials {
         let last = d.now_ms + d.retry_after_ms - 1;
@@ -220,7 +232,10 @@ async fn a_lower_cost_a_higher_limit_or_another_window_goes_to_redis() {
     for (cost, limit) in [(5, 10), (6, 10), (10, 10), (5, 9), (7, 8)] {
         let (d, hit) = cached(&l, l.acquire("rules", limit, 5000, cost)).await;
         let d = d.unwrap();
-        assert!(!d.allowed && hit, "cost {cost} limit {limit}: {d:?} from cache {hit}");
+        assert!(
+            !d.allowed && hit,
+            "cost {cost} limit {limit}: {d:?} from cache {hit}"
+        );
         assert_eq!((d.used, d.remaining), (8, limit - 8), "{d:?}");
     }
     // A lower cost fits: Redis is asked, and admits it.
@@ -252,7 +267,10 @@ async fn a_peek_denial_answers_later_peeks_and_acquires() {
     let (p, hit) = cached(&other, other.peek("peeked", 3, 5000)).await;
     assert!(!p.unwrap().allowed && !hit);
     let (d, hit) = cached(&other, other.acquire("peeked", 3, 5000, 2)).await;
-    assert!(!d.unwrap().allowed && hit, "the peek's denial covers cost 2");
+    assert!(
+        !d.unwrap().allowed && hit,
+        "the peek's denial covers cost 2"
+    );
 }
 
 /// Another limiter's reset is the documented exception: this instance goes on denying until the
@@ -323,10 +341,16 @@ async fn a_denial_in_flight_across_an_own_reset_is_not_cached() {
         server.thaw().unwrap();
         let denied = acquire.await.unwrap().unwrap();
         reset.await.unwrap().unwrap();
-        assert!(!denied.allowed, "round {round}: sent before the reset: {denied:?}");
+        assert!(
+            !denied.allowed,
+            "round {round}: sent before the reset: {denied:?}"
+        );
         let (d, hit) = cached(&l, l.acquire("race", 2, 60_000, 1)).await;
         let d = d.unwrap();
-        assert!(d.allowed && !hit, "round {round}: the pre-reset denial was cached: {d:?}");
+        assert!(
+            d.allowed && !hit,
+            "round {round}: the pre-reset denial was cached: {d:?}"
+        );
         l.reset("race").await.unwrap();
     }
 }
@@ -358,7 +382,11 @@ async fn a_hot_denied_key_costs_one_redis_call_and_is_counted_in_stats() {
         per_mode.push((calls, cached, normal));
     }
     let (with, without) = (per_mode[0], per_mode[1]);
-    assert_eq!(with, (0, N, 0), "with the cache: (script calls, cached, decisions_normal)");
+    assert_eq!(
+        with,
+        (0, N, 0),
+        "with the cache: (script calls, cached, decisions_normal)"
+    );
     assert_eq!(without, (N as i64, 0, N), "without the cache");
 }
 
@@ -384,7 +412,10 @@ async fn the_cache_is_off_while_local() {
         let (d, hit) = cached(&l, l.acquire("down", 6, 60_000, 1)).await;
         let d = d.unwrap();
         assert_eq!(d.mode, Mode::Local, "{d:?}");
-        assert!(!d.allowed && !hit, "the local record denies, not the cache: {d:?}");
+        assert!(
+            !d.allowed && !hit,
+            "the local record denies, not the cache: {d:?}"
+        );
     }
 }
 
