@@ -70,7 +70,7 @@ export interface LimiterOptions {
    */
   instances?: number | bigint | null
   /**
-   * Most keys the local record keeps; the least recently used are forgotten.
+   * Most keys the local record keeps, and the denial cache too; the least recently used are forgotten.
    * Default: 10000. Accepts: 1–10000000.
    */
   localMaxKeys?: number | bigint | null
@@ -94,6 +94,11 @@ export interface LimiterOptions {
    * Default: 1000. Accepts: 1–1000000000.
    */
   leaseHotRate?: number | bigint | null
+  /**
+   * After Redis denies a request, deny the same key (same window, a cost no lower, a limit no higher) from this instance until its retry_after_ms, without a Redis call; exact unless another client resets the key meanwhile.
+   * Default: true. Accepts: true / false.
+   */
+  denialCache?: boolean | null
 }
 
 /**
@@ -163,6 +168,8 @@ export interface Stats {
   leasedPermits: number
   /** Leased permits returned unused. */
   refundedPermits: number
+  /** Denials replayed from the denial cache without a Redis call (denialCache); not in decisionsNormal. */
+  denialsCached: number
 }
 // END GENERATED
 

@@ -150,7 +150,7 @@ typedef struct rl_limiter rl_limiter;
  * of the struct the caller was compiled against, so an old program keeps working with a newer
  * library: fields past its `struct_size` are never read and take their defaults. Known versions: 1
  * (up to `request_timeout_ms`), 2 (up to `local_max_keys`), 3 (up to `max_clock_skew_ms`), 4 (up
- * to `lease_hot_rate`).
+ * to `disable_denial_cache`).
  */
 typedef struct rl_options {
     /**
@@ -226,7 +226,8 @@ typedef struct rl_options {
      */
     uint64_t instances;
     /**
-     * Most keys the local record keeps; the least recently used are forgotten.
+     * Most keys the local record keeps, and the denial cache too; the least recently used are
+     * forgotten.
      *
      * 1 to 10000000; 0: the default, 10000. Since version 2 of this struct.
      */
@@ -275,6 +276,16 @@ typedef struct rl_options {
      * 1 to 1000000000; 0: the default, 1000. Since version 4 of this struct.
      */
     uint64_t lease_hot_rate;
+    /**
+     * After Redis denies a request, deny the same key (same window, a cost no lower, a limit no
+     * higher) from this instance until its retry_after_ms, without a Redis call; exact unless
+     * another client resets the key meanwhile.
+     *
+     * `true` sets `denial_cache` to false. Inverted so that zero (false) is the default,
+     * `denial_cache` = true; an error about it names `denial_cache`. Since version 4 of this
+     * struct.
+     */
+    bool disable_denial_cache;
 } rl_options;
 
 /**
@@ -447,6 +458,11 @@ typedef struct rl_stats {
      * Leased permits returned unused.
      */
     uint64_t refunded_permits;
+    /**
+     * Denials replayed from the denial cache without a Redis call (denial_cache); not in
+     * decisions_normal.
+     */
+    uint64_t denials_cached;
 } rl_stats;
 
 #ifdef __cplusplus

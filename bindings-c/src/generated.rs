@@ -49,7 +49,7 @@ pub(crate) const MODES: [rl_mode; 4] = [
 /// of the struct the caller was compiled against, so an old program keeps working with a newer
 /// library: fields past its `struct_size` are never read and take their defaults. Known versions: 1
 /// (up to `request_timeout_ms`), 2 (up to `local_max_keys`), 3 (up to `max_clock_skew_ms`), 4 (up
-/// to `lease_hot_rate`).
+/// to `disable_denial_cache`).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct rl_options {
@@ -103,7 +103,8 @@ pub struct rl_options {
     ///
     /// 1 to 1000000; 0: unset (the default). Since version 2 of this struct.
     pub instances: u64,
-    /// Most keys the local record keeps; the least recently used are forgotten.
+    /// Most keys the local record keeps, and the denial cache too; the least recently used are
+    /// forgotten.
     ///
     /// 1 to 10000000; 0: the default, 10000. Since version 2 of this struct.
     pub local_max_keys: u64,
@@ -139,6 +140,14 @@ pub struct rl_options {
     ///
     /// 1 to 1000000000; 0: the default, 1000. Since version 4 of this struct.
     pub lease_hot_rate: u64,
+    /// After Redis denies a request, deny the same key (same window, a cost no lower, a limit no
+    /// higher) from this instance until its retry_after_ms, without a Redis call; exact unless
+    /// another client resets the key meanwhile.
+    ///
+    /// `true` sets `denial_cache` to false. Inverted so that zero (false) is the default,
+    /// `denial_cache` = true; an error about it names `denial_cache`. Since version 4 of this
+    /// struct.
+    pub disable_denial_cache: bool,
 }
 
 /// Every field after `struct_size`, in struct order: the option it sets, the struct version
@@ -246,6 +255,12 @@ pub(crate) static OPTION_FIELDS: &[OptionField] = &[
         offset: offset_of!(rl_options, lease_hot_rate),
         convention: Convention::Number,
     },
+    OptionField {
+        option: "denial_cache",
+        version: 4,
+        offset: offset_of!(rl_options, disable_denial_cache),
+        convention: Convention::InvertedFlag,
+    },
 ];
 
 /// The size of each version of `rl_options`: (version, size).
@@ -331,6 +346,9 @@ pub struct rl_stats {
     pub leased_permits: u64,
     /// Leased permits returned unused.
     pub refunded_permits: u64,
+    /// Denials replayed from the denial cache without a Redis call (denial_cache); not in
+    /// decisions_normal.
+    pub denials_cached: u64,
 }
 
 impl rl_stats {
@@ -369,6 +387,7 @@ impl rl_stats {
             lease_refunds: take(fields, "lease_refunds")?,
             leased_permits: take(fields, "leased_permits")?,
             refunded_permits: take(fields, "refunded_permits")?,
+            denials_cached: take(fields, "denials_cached")?,
         })
     }
 }

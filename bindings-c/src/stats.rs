@@ -180,6 +180,7 @@ mod tests {
             lease_refunds: 23,
             leased_permits: 24,
             refunded_permits: 25,
+            denials_cached: 26,
         };
         let c = match rl_stats::from_fields(7, &mut s.fields()) {
             Ok(c) => c,
@@ -198,7 +199,7 @@ mod tests {
                 .collect::<Vec<_>>(),
             b"why\0"
         );
-        // The counts, in struct order, are 1..=25: the struct's order is the table's.
+        // The counts, in struct order, are 1..=26: the struct's order is the table's.
         let counts = [
             c.decisions_normal,
             c.decisions_local,
@@ -225,6 +226,7 @@ mod tests {
             c.lease_refunds,
             c.leased_permits,
             c.refunded_permits,
+            c.denials_cached,
         ];
         assert_eq!(counts, std::array::from_fn(|i| i as u64 + 1));
     }

@@ -18,7 +18,7 @@ const PATIENT = { degradeRttMs: 5_000, degradeAfterMs: 60_000 }
 const NUMBER_FIELDS = [
   'decisionsNormal', 'decisionsLocal', 'decisionsMemory', 'transitionsToLocal', 'transitionsToNormal', 'stateMs',
   'redisErrors', 'retries', 'probes', 'repairs', 'repairedPermits', 'failovers', 'instances', 'localKeys',
-  'rttSamples', 'rttLastUs', 'rttP50Us', 'rttP99Us', 'rttMaxUs',
+  'rttSamples', 'rttLastUs', 'rttP50Us', 'rttP99Us', 'rttMaxUs', 'denialsCached',
 ]
 const FIELDS = ['mode', 'topology', 'stateReason', ...NUMBER_FIELDS]
 

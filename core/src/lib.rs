@@ -22,6 +22,7 @@ mod backend;
 pub mod blocking;
 mod clock;
 mod decision;
+mod denials;
 mod duration;
 mod error;
 mod fork;

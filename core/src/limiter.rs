@@ -240,6 +240,7 @@ impl Limiter {
                 lease_refunds: 0,
                 leased_permits: 0,
                 refunded_permits: 0,
+                denials_cached: 0,
             };
         };
         Stats {

@@ -53,6 +53,8 @@ pub struct Options {
     pub lease_ms: u64,
     /// See [`OPTIONS`] (`lease_hot_rate`).
     pub lease_hot_rate: u64,
+    /// See [`OPTIONS`] (`denial_cache`).
+    pub denial_cache: bool,
 }
 
 /// What an option holds.
@@ -314,7 +316,7 @@ pub static OPTIONS: &[OptionSpec] = &[
         min: 1,
         max: MAX_LOCAL_KEYS,
         default: || Value::Int(D_LOCAL_KEYS as i128),
-        doc: "Most keys the local record keeps; the least recently used are forgotten.",
+        doc: "Most keys the local record keeps, and the denial cache too; the least recently used are forgotten.",
         get: |o| Value::Int(o.local_max_keys as i128),
         put: |o, c| {
             o.local_max_keys = match c {
@@ -384,6 +386,16 @@ pub static OPTIONS: &[OptionSpec] = &[
                 _ => D_LEASE_HOT_RATE,
             }
         },
+    },
+    OptionSpec {
+        name: "denial_cache",
+        kind: Kind::Bool,
+        min: 0,
+        max: 0,
+        default: || Value::Bool(true),
+        doc: "After Redis denies a request, deny the same key (same window, a cost no lower, a limit no higher) from this instance until its retry_after_ms, without a Redis call; exact unless another client resets the key meanwhile.",
+        get: |o| Value::Bool(o.denial_cache),
+        put: |o, c| o.denial_cache = flag(c, true),
     },
 ];
 
@@ -541,6 +553,7 @@ impl Default for Options {
             leases: D_LEASES,
             lease_ms: D_LEASE_MS,
             lease_hot_rate: D_LEASE_HOT_RATE,
+            denial_cache: true,
         };
         // The table's defaults are the truth; the literal above only gives the struct a shape.
         for s in OPTIONS {

@@ -18,6 +18,7 @@ use crate::backend::redis::{LeaseCall, RedisBackend, RepairCall, Settings};
 use crate::backend::{Request, Verdict};
 use crate::clock::{Clock, SystemClock};
 use crate::decision::Mode;
+use crate::denials::Denials;
 use crate::error::{Error, ErrorKind, Result};
 use crate::fork::ForkLocal;
 use crate::health::{Health, Streak, Thresholds};
@@ -50,6 +51,8 @@ pub(crate) struct RedisPath {
     thresholds: Thresholds,
     local_max_keys: usize,
     lease_settings: (Leases, u64, u64),
+    /// Whether Redis's denials are replayed until their `retry_after_ms` (`denials.rs`).
+    denial_cache: bool,
     /// Everything that makes this limiter one instance of the fleet, per fork generation (see
     /// [`Instance`]); reached through `Deref`, so `self.ledger` is this generation's ledger.
     instance: ForkLocal<Instance>,
@@ -65,6 +68,8 @@ pub(crate) struct Instance {
     id: String,
     health: Health,
     ledger: Ledger,
+    /// Redis's denials, replayed until they expire (`denial_cache`).
+    denials: Denials,
     discovered: AtomicU64,
     /// Redis time minus this host's time, learnt from decisions: the local path's clock.
     offset_ms: AtomicI64,
@@ -86,6 +91,7 @@ impl Instance {
             id: instance_id(),
             health: Health::new(t),
             ledger: Ledger::new(local_max_keys),
+            denials: Denials::new(local_max_keys),
             discovered: AtomicU64::new(0),
             offset_ms: AtomicI64::new(0),
             started: AtomicBool::new(false),
@@ -151,6 +157,7 @@ impl RedisPath {
             },
             local_max_keys: options.local_max_keys,
             lease_settings: (options.leases, options.lease_ms, options.lease_hot_rate),
+            denial_cache: options.denial_cache,
             instance: ForkLocal::new(),
         })
     }
@@ -178,7 +185,10 @@ impl RedisPath {
     pub(crate) async fn reset(&self, redis_key: &[u8]) -> Result<()> {
         self.ledger.forget(redis_key);
         self.leases.forget(redis_key);
-        self.backend.reset(redis_key).await
+        let done = self.backend.reset(redis_key).await;
+        // After the reset, so that a denial sent before it and answered since is not cached.
+        self.denials.forget(redis_key);
+        done
     }
 
     pub(crate) async fn ping(&self) -> Result<()> {
@@ -224,6 +234,7 @@ impl RedisPath {
             lease_refunds: get(&self.leases.counters.refunds),
             leased_permits: get(&self.leases.counters.leased_permits),
             refunded_permits: get(&self.leases.counters.refunded_permits),
+            denials_cached: get(&self.denials.hits),
         }
     }
 
@@ -247,6 +258,12 @@ impl RedisPath {
                 return Ok(v);
             }
         }
+        if self.denial_cache {
+            if let Some(v) = self.denials.check(redis_key, req, self.clock.as_deref()) {
+                return Ok((v, Mode::Normal, req.limit));
+            }
+        }
+        let epoch = self.denials.epoch();
         let deadline = Instant::now() + self.request_timeout;
         let mut retried = false;
         loop {
@@ -279,6 +296,11 @@ impl RedisPath {
                             .record(redis_key, req.window_ms, v.now_ms, admitted, v.used);
                     }
                     self.health.counters.normal.fetch_add(1, Ordering::Relaxed);
+                    if self.denial_cache {
+                        let clock = self.clock.as_deref();
+                        self.denials
+                            .learn(redis_key, req, &v, started, epoch, clock);
+                    }
                     if slow_too_long
                         && self.fallback
                         && self

@@ -84,6 +84,7 @@ pub static STATS_FIELDS: &[StatsField] = &[
     count!(lease_refunds, "Leases returned to Redis (at their end, when traffic stopped, on close)."),
     count!(leased_permits, "Permits those leases held."),
     count!(refunded_permits, "Leased permits returned unused."),
+    count!(denials_cached, "Denials replayed from the denial cache without a Redis call (denial_cache); not in decisions_normal."),
 ];
 
 impl Stats {
@@ -137,4 +138,7 @@ pub struct Stats {
     pub lease_refunds: u64,
     pub leased_permits: u64,
     pub refunded_permits: u64,
+    /// Denials replayed from the denial cache (`denial_cache`) without a Redis call; their
+    /// decisions have mode `normal` but are not counted in `decisions_normal`.
+    pub denials_cached: u64,
 }

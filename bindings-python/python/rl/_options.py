@@ -54,7 +54,7 @@ class LimiterOptions(typing.TypedDict, total=False):
     """How many instances share each limit (the local budget is limit / instances); unset: counted from live instances' heartbeats in Redis. Default: None (discovered); 1–1000000."""
 
     local_max_keys: Optional[int]
-    """Most keys the local record keeps; the least recently used are forgotten. Default: 10000; 1–10000000."""
+    """Most keys the local record keeps, and the denial cache too; the least recently used are forgotten. Default: 10000; 1–10000000."""
 
     key_shards: Optional[int]
     """Splits every limit over this many Redis keys on evenly spread Cluster slots (one hot key's load on several masters), each holding its share; exact, one request's cost must fit one share; 1 = off. Every instance must use the same value. Default: 1; 1–64."""
@@ -67,3 +67,6 @@ class LimiterOptions(typing.TypedDict, total=False):
 
     lease_hot_rate: Optional[int]
     """With leases=auto: permits per second this instance asks of one key before the key leases (it stops below half of that). Default: 1000; 1–1000000000."""
+
+    denial_cache: Optional[bool]
+    """After Redis denies a request, deny the same key (same window, a cost no lower, a limit no higher) from this instance until its retry_after_ms, without a Redis call; exact unless another client resets the key meanwhile. Default: True."""

@@ -98,6 +98,7 @@ OPTIONS: Tuple[
     Literal["leases"],
     Literal["lease_ms"],
     Literal["lease_hot_rate"],
+    Literal["denial_cache"],
 ]
 #: Every value of Decision.mode and Stats.mode:
 #: "normal": Redis decided, exactly, with one script call.
@@ -145,6 +146,7 @@ class Stats:
         Literal["lease_refunds"],
         Literal["leased_permits"],
         Literal["refunded_permits"],
+        Literal["denials_cached"],
     ]]
     def __new__(
         cls,
@@ -176,6 +178,7 @@ class Stats:
         lease_refunds: int,
         leased_permits: int,
         refunded_permits: int,
+        denials_cached: int,
     ) -> Self: ...
     @property
     def mode(self) -> str:
@@ -261,6 +264,9 @@ class Stats:
     @property
     def refunded_permits(self) -> int:
         """Leased permits returned unused."""
+    @property
+    def denials_cached(self) -> int:
+        """Denials replayed from the denial cache without a Redis call (denial_cache); not in decisions_normal."""
     def as_dict(self) -> dict[str, Union[str, int]]:
         """Every attribute in a new dict (for logs and metrics exporters)."""
     def __eq__(self, other: object) -> bool: ...

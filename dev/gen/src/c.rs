@@ -43,6 +43,7 @@ const FIELDS: &[(&str, u32, Conv)] = &[
     ("leases", 4, Conv::Plain),
     ("lease_ms", 4, Conv::Plain),
     ("lease_hot_rate", 4, Conv::Plain),
+    ("denial_cache", 4, Conv::Inverted),
 ];
 
 /// Bytes (NUL included) of a text stats field in `rl_stats`; part of the ABI.

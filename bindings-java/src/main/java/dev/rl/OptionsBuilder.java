@@ -200,7 +200,7 @@ public abstract class OptionsBuilder<B extends OptionsBuilder<B>> {
     }
 
     /**
-     * Most keys the local record keeps; the least recently used are forgotten.
+     * Most keys the local record keeps, and the denial cache too; the least recently used are forgotten.
      *
      * <p>Default: 10000. Accepts 1 to 10000000. (rl option {@code local_max_keys}.)
      */
@@ -250,5 +250,14 @@ public abstract class OptionsBuilder<B extends OptionsBuilder<B>> {
      */
     public final B leaseHotRate(long value) {
         return set("lease_hot_rate", value);
+    }
+
+    /**
+     * After Redis denies a request, deny the same key (same window, a cost no lower, a limit no higher) from this instance until its retry_after_ms, without a Redis call; exact unless another client resets the key meanwhile.
+     *
+     * <p>Default: {@code true}. (rl option {@code denial_cache}.)
+     */
+    public final B denialCache(boolean value) {
+        return set("denial_cache", value);
     }
 }

@@ -35,6 +35,7 @@ package dev.rl;
  * @param leaseRefunds Leases returned to Redis (at their end, when traffic stopped, on close).
  * @param leasedPermits Permits those leases held.
  * @param refundedPermits Leased permits returned unused.
+ * @param denialsCached Denials replayed from the denial cache without a Redis call ({@link OptionsBuilder#denialCache(boolean) denialCache}); not in decisions_normal.
  */
 public record Stats(
         String mode,
@@ -64,4 +65,5 @@ public record Stats(
         long leasesTaken,
         long leaseRefunds,
         long leasedPermits,
-        long refundedPermits) {}
+        long refundedPermits,
+        long denialsCached) {}
