@@ -39,6 +39,9 @@
 --
 -- Cost: the script keeps redis.call() and number/text conversions to a minimum; numbers handed to
 -- redis.call are formatted with string.format('%d') (Lua's own number-to-string is a float printf).
+-- It makes no closure per call (every function is defined once at the top level: once per call
+-- under EVAL, once per FUNCTION LOAD as a library, see `entry` at the bottom) and no table it can
+-- do without. dev/script_cost/cost.sh prices a call against the raw ZSET script.
 --
 -- Time never runs backwards for a window: `now` is raised to the open bucket's ms if the clock
 -- (server or client) is behind it, so a bucket is never "in the future".
@@ -78,22 +81,28 @@ local MAX_BATCH = 1000
 
 local MOD = 4503599627370496 -- 2^52: running totals wrap here, so every sum stays exact
 
-local find, sub, format, tonumber = string.find, string.sub, string.format, tonumber
-local floor = math.floor
-local unpack_list = unpack -- Lua's own, before the name is taken for struct.unpack below
-local pack, unpack = struct.pack, struct.unpack
-local call = redis.call
 local HEADER, BUCKET = '>dddddd', '>dd'
 
+-- Lua and Redis library functions, bound by bind() when a call starts: the top level of a Redis
+-- Functions library runs at FUNCTION LOAD, where no library but `redis.register_function` is
+-- visible, so nothing above `entry` may touch a global while it is being defined.
+local call, pack, sunpack, unpack_list, find, sub, format, tonumber_, floor, min, abs, type_
+
+local function bind()
+  call, pack, sunpack, unpack_list = redis.call, struct.pack, struct.unpack, unpack
+  find, sub, format, tonumber_ = string.find, string.sub, string.format, tonumber
+  floor, min, abs, type_ = math.floor, math.min, math.abs, type
+end
 
 -- A packed number that is an integer in [lo, hi] (NaN and infinities fail the comparisons).
 local function int_in(x, lo, hi)
-  return x ~= nil and x >= lo and x <= hi and x == floor(x)
+  return x ~= nil and x >= lo and x <= hi and x % 1 == 0
 end
 
+-- Redis TIME in ms, with one text-to-number conversion: seconds .. the microseconds' first 3 of 6 digits.
 local function server_ms()
   local t = call('TIME')
-  return tonumber(t[1] .. sub('000000' .. t[2], -6, -4))
+  return tonumber_(t[1] .. sub('000000' .. t[2], -6, -4))
 end
 
 -- Permits between two running totals (a later minus an earlier one).
@@ -110,27 +119,49 @@ local function bucket(key, cache, i)
     cache[i] = item
   end
   if item then
-    return unpack(BUCKET, item)
+    return sunpack(BUCKET, item)
   end
   return nil
 end
 
--- The first closed bucket from `lo` for which `past(ms, total)` holds (one past the last closed
--- bucket if none); `past` is false then true along the list. From the front it probes lo, lo+1,
--- then doubles its steps (the steady state's boundary is at the first or second bucket, so that
--- is one or two reads, and no list length is needed); from the back (`hi` = the last closed
--- bucket) it doubles from there. Then it bisects: O(log d) reads, d the distance from that end.
-local function first(key, cache, lo, hi, past, from_back)
-  local function test(i)
-    local t, c = bucket(key, cache, i)
-    return t == nil or past(t, c)
+-- The number of closed buckets, read once per call.
+local function closed(key, cache)
+  local n = cache.n
+  if n == nil then
+    n = call('LLEN', key) - 1
+    cache.n = n
   end
+  return n
+end
+
+-- Whether closed bucket i is past the boundary `first` looks for: by time, its ms > x; by total,
+-- more than x - 1 permits since the running total `base`. One past the last closed bucket is.
+local function past(key, cache, i, by_total, x, base)
+  local t, c = bucket(key, cache, i)
+  if t == nil then
+    return true
+  end
+  if by_total then
+    return between(c, base) >= x
+  end
+  return t > x
+end
+
+-- The first closed bucket from `lo` that is `past` (one past the last closed bucket if none);
+-- `past` is false then true along the list. From the front it probes lo, lo+1, then doubles its
+-- steps (the steady state's boundary is at the first or second bucket, so that is one or two
+-- reads, and no list length is needed); from the back (`hi` = the last closed bucket) it doubles
+-- from there. Then it bisects: O(log d) reads, d the distance from that end.
+local function first(key, cache, lo, hi, from_back, by_total, x, base)
   local a, b = lo, hi -- the answer lies in a..b+1 (b nil: not known yet)
   local step = 1
   if from_back then
     while a <= b do
-      local i = math.max(a, b - step + 1)
-      if test(i) then
+      local i = a
+      if b - step + 1 > a then
+        i = b - step + 1
+      end
+      if past(key, cache, i, by_total, x, base) then
         b = i - 1
       else
         a = i + 1
@@ -150,7 +181,7 @@ local function first(key, cache, lo, hi, past, from_back)
       if b ~= nil and i > b then
         i = b
       end
-      if test(i) then
+      if past(key, cache, i, by_total, x, base) then
         b = i - 1
         break
       end
@@ -163,7 +194,7 @@ local function first(key, cache, lo, hi, past, from_back)
   end
   while a <= b do
     local mid = floor((a + b) / 2)
-    if test(mid) then
+    if past(key, cache, mid, by_total, x, base) then
       b = mid - 1
     else
       a = mid + 1
@@ -175,12 +206,12 @@ end
 -- Rewrites a key in the previous layout (40-byte header, per-bucket counts) into this one. Runs
 -- once per key, the first time a new script reads it; keeps the key's TTL.
 local function upgrade(key, head, window)
-  local _, open_t, open_c, oldest = unpack('>ddddd', head)
+  local _, open_t, open_c, oldest = sunpack('>ddddd', head)
   local ttl = call('PTTL', key)
   local items = call('LRANGE', key, '1', '-1')
   local cum = 0
   for i = 1, #items do
-    local t, c = unpack(BUCKET, items[i])
+    local t, c = sunpack(BUCKET, items[i])
     cum = cum + c
     items[i] = pack(BUCKET, t, cum)
   end
@@ -189,7 +220,7 @@ local function upgrade(key, head, window)
   local header = pack(HEADER, cum, open_t, 0, oldest, 0, window)
   call('RPUSH', key, header)
   for i = 1, #items, 500 do
-    call('RPUSH', key, unpack_list(items, i, math.min(i + 499, #items)))
+    call('RPUSH', key, unpack_list(items, i, min(i + 499, #items)))
   end
   if ttl > 0 then
     call('PEXPIRE', key, format('%d', ttl))
@@ -197,13 +228,38 @@ local function upgrade(key, head, window)
   return header
 end
 
--- Decides `n` identical requests of `cost` permits at `now`, in order, and appends each one's
--- {allowed (0|1), used, retry_after_ms, reset_after_ms, now} to `out`. Deciding a run of equal
+-- When a denied request fits if `extra` more permits are admitted now: the ms of the bucket whose
+-- leaving frees enough (now: only the bucket being made holds what is needed). `e` is the last
+-- closed bucket at or before the window's edge (-1: the window is empty), `cum_e` the total
+-- through it, `used` the window's permits, `oldest` the oldest closed bucket's ms (0: none).
+local function fits_at(key, cache, e, cum_e, cum, open_t, oldest, now, used, extra, cost, limit)
+  if e < 0 then
+    return now
+  end
+  local need = used + extra + cost - limit
+  if between(cum, cum_e) < need then
+    return now
+  end
+  if need == 1 then
+    -- The bucket right after the edge (every closed bucket holds a permit): no search, and no
+    -- read when that is the oldest bucket, whose ms the header holds.
+    if e == 0 then
+      return oldest ~= 0 and oldest or open_t
+    end
+    return bucket(key, cache, e + 1) or open_t
+  end
+  local back = need > used / 2
+  local j = first(key, cache, e + 1, back and closed(key, cache) or nil, back, true, need, cum_e)
+  return bucket(key, cache, j) or open_t
+end
+
+-- Decides `n` identical requests of `cost` permits at `now`, in order, and writes each one's
+-- {allowed (0|1), used, retry_after_ms, reset_after_ms, now} to `out` after index `o`. Deciding a run of equal
 -- requests at once is what makes a coalesced batch cheap: one read and one write for all of them.
 -- `server` is Redis TIME (the TTL's clock); `slack` how long past the longest window the key must
 -- outlive its newest bucket. Writes only when `consume` and something is admitted, or when the
 -- call brings a longer window than the key has seen. Returns an error reply, or nil.
-local function decide(out, key, now, server, window, limit, cost, consume, slack, n)
+local function decide(out, o, key, now, server, window, limit, cost, consume, slack, n)
   local head = call('LINDEX', key, '0')
   local cum, open_t, base, oldest, deadline, longest
   if head then
@@ -212,22 +268,21 @@ local function decide(out, key, now, server, window, limit, cost, consume, slack
     elseif #head ~= 48 then
       return redis.error_reply('rl: ' .. key .. ' holds something that is not an rl window')
     end
-    cum, open_t, base, oldest, deadline, longest = unpack(HEADER, head)
+    cum, open_t, base, oldest, deadline, longest = sunpack(HEADER, head)
     if open_t > now then
       now = open_t
     end
   end
   local grew = head and window > longest
-  if head and window > longest then
+  if grew then
     longest = window
   end
   local edge = now - window
-  local o = #out
 
   if open_t == nil or open_t <= now - longest then
     -- Nothing inside even the longest window: the key starts afresh.
     if not consume then
-      for i = 1, n do
+      for _ = 1, n do
         out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = 1, 0, 0, 0, now
         o = o + 5
       end
@@ -236,7 +291,7 @@ local function decide(out, key, now, server, window, limit, cost, consume, slack
     if head then
       call('DEL', key)
     end
-    local k = math.min(n, floor(limit / cost))
+    local k = min(n, floor(limit / cost))
     local ttl = (now > server and now - server or 0) + 2 * (window + slack)
     call('RPUSH', key, pack(HEADER, k * cost, now, 0, 0, server + ttl, window))
     call('PEXPIRE', key, format('%d', ttl))
@@ -252,20 +307,14 @@ local function decide(out, key, now, server, window, limit, cost, consume, slack
     return nil
   end
 
-  local cache, closed = {}, nil
-  local function count()
-    if closed == nil then
-      closed = call('LLEN', key) - 1
-    end
-    return closed
-  end
+  local cache = {}
   -- e: the last closed bucket at or before `edge` (0 = none); cum_e: the total through it.
   local used, e, cum_e = 0, 0, base
   if open_t > edge then
     if oldest ~= 0 and oldest <= edge then
       -- Near the front when the window is the longest one, near the back for a shorter one.
       local back = edge - oldest > open_t - edge
-      e = first(key, cache, 1, back and count() or nil, function(t) return t > edge end, back) - 1
+      e = first(key, cache, 1, back and closed(key, cache) or nil, back, false, edge) - 1
       if e > 0 then
         local _, c = bucket(key, cache, e)
         cum_e = c
@@ -277,26 +326,11 @@ local function decide(out, key, now, server, window, limit, cost, consume, slack
     e = -1
   end
 
-  -- When the next request fits if `extra` more permits are admitted now: the ms of the bucket
-  -- whose leaving frees enough (now: only the bucket being made holds what is needed).
-  local function fits_at(extra)
-    if e < 0 then
-      return now
-    end
-    local need = used + extra + cost - limit
-    if between(cum, cum_e) < need then
-      return now
-    end
-    local back = need > used / 2
-    local j = first(key, cache, e + 1, back and count() or nil, function(_, c) return between(c, cum_e) >= need end, back)
-    return bucket(key, cache, j) or open_t
-  end
-
   local k = 0
   if used + cost <= limit then
     k = n
     if consume then
-      k = math.min(n, floor((limit - used) / cost))
+      k = min(n, floor((limit - used) / cost))
     end
   end
   local reset_after = 0
@@ -305,7 +339,7 @@ local function decide(out, key, now, server, window, limit, cost, consume, slack
   end
   local retry_at
   if k < n then
-    retry_at = fits_at(consume and k * cost or 0)
+    retry_at = fits_at(key, cache, e, cum_e, cum, open_t, oldest, now, used, consume and k * cost or 0, cost, limit)
   end
   if consume and k > 0 then
     -- Drop the closed buckets that left the longest window (1..cut).
@@ -315,7 +349,7 @@ local function decide(out, key, now, server, window, limit, cost, consume, slack
       if keep_edge == edge and e >= 0 then
         cut = e
       else
-        cut = first(key, cache, 1, nil, function(t) return t > keep_edge end, false) - 1
+        cut = first(key, cache, 1, nil, false, false, keep_edge) - 1
       end
     end
     local cum_cut = base
@@ -329,7 +363,7 @@ local function decide(out, key, now, server, window, limit, cost, consume, slack
       if e > 0 then
         cut, cum_cut = e, cum_e
       elseif e < 0 then
-        cut, cum_cut = count(), cum
+        cut, cum_cut = closed(key, cache), cum
       end
     end
     if cut > 0 then
@@ -379,25 +413,39 @@ local function decide(out, key, now, server, window, limit, cost, consume, slack
   return nil
 end
 
-if ARGV[1] == 'rl1' then
+-- Request i of a native batch, checked: op (1 acquire, 0 peek), window, limit, cost; or nil and
+-- the name of the bad argument.
+local function request(blob, i)
+  local op, window, limit, cost = sunpack('>dddd', blob, (i - 1) * 32 + 1)
+  if op ~= 0 and op ~= 1 then return nil, 'op' end
+  if not int_in(window, 1, MAX_WINDOW_MS) then return nil, 'window_ms' end
+  if not int_in(limit, 1, MAX_PERMITS) then return nil, 'limit' end
+  if not int_in(cost, 1, limit) then return nil, 'cost' end
+  return op == 1, window, limit, cost
+end
+
+-- Calling convention 2 (see the top).
+local function native(KEYS, ARGV)
   local key = KEYS[1]
   if key == nil then return {-1, 'key', 0} end
   if #ARGV ~= 3 or #ARGV[2] ~= 16 then return {-1, 'batch', 0} end
-  local client_now, max_skew = unpack('>dd', ARGV[2])
+  local client_now, max_skew = sunpack('>dd', ARGV[2])
   if not int_in(max_skew, 0, MAX_TIME_MS) then return {-1, 'max_skew_ms', 0} end
   if not int_in(client_now, 0, MAX_TIME_MS) then return {-1, 'client_now_ms', 0} end
   local blob = ARGV[3]
   local n = #blob / 32
-  if n < 1 or n > MAX_BATCH or n ~= math.floor(n) then return {-1, 'batch', 0} end
+  if n < 1 or n > MAX_BATCH or n ~= floor(n) then return {-1, 'batch', 0} end
   -- Every request of the batch is checked before the first write.
-  local consume, windows, limits, costs = {}, {}, {}, {}
-  for i = 1, n do
-    local op, window, limit, cost = unpack('>dddd', blob, (i - 1) * 32 + 1)
-    if op ~= 0 and op ~= 1 then return {-1, 'op', i} end
-    if not int_in(window, 1, MAX_WINDOW_MS) then return {-1, 'window_ms', i} end
-    if not int_in(limit, 1, MAX_PERMITS) then return {-1, 'limit', i} end
-    if not int_in(cost, 1, limit) then return {-1, 'cost', i} end
-    consume[i], windows[i], limits[i], costs[i] = op == 1, window, limit, cost
+  local consume, windows, limits, costs
+  local c1, w1, l1, k1 = request(blob, 1)
+  if c1 == nil then return {-1, w1, 1} end
+  if n > 1 then
+    consume, windows, limits, costs = {c1}, {w1}, {l1}, {k1}
+    for i = 2, n do
+      local c, w, l, k = request(blob, i)
+      if c == nil then return {-1, w, i} end
+      consume[i], windows[i], limits[i], costs[i] = c, w, l, k
+    end
   end
   local now
   local slack = TTL_SLACK_MS
@@ -406,11 +454,17 @@ if ARGV[1] == 'rl1' then
     now = server
   else
     now = client_now
-    if math.abs(now - server) > max_skew then
+    if abs(now - server) > max_skew then
       return {-2, server}
     end
     -- A bucket made on the client's clock may outlive the server-clock TTL by twice the skew.
     slack = slack + 2 * max_skew
+  end
+  if n == 1 then
+    local out = {0, 0, 0, 0, 0, 0} -- sized once
+    local err = decide(out, 1, key, now, server, w1, l1, k1, c1, slack, 1)
+    if err then return err end
+    return out
   end
   -- The requests are decided in order, at one instant; each run of identical requests at once.
   local out = {0}
@@ -421,40 +475,55 @@ if ARGV[1] == 'rl1' then
       and limits[j + 1] == limits[i] and costs[j + 1] == costs[i] do
       j = j + 1
     end
-    local err = decide(out, key, now, server, windows[i], limits[i], costs[i], consume[i], slack, j - i + 1)
+    local err = decide(out, #out, key, now, server, windows[i], limits[i], costs[i], consume[i], slack, j - i + 1)
     if err then return err end
     i = j + 1
   end
   return out
 end
 
--- The seed design's convention. (Defined down here so the native path does not pay for it.)
 -- A decimal integer in [lo, hi], or nil. The pattern rejects what tonumber would let through:
 -- 'inf', 'nan', '0x10', '1e3', '1.5', ' 5', '+5', '-5'.
 local function int_arg(s, lo, hi)
-  if type(s) ~= 'string' or #s > 16 or not find(s, '^%d+$') then
+  if type_(s) ~= 'string' or #s > 16 or not find(s, '^%d+$') then
     return nil
   end
-  local n = tonumber(s)
+  local n = tonumber_(s)
   if n < lo or n > hi then
     return nil
   end
   return n
 end
 
--- Redis TIME in ms, with one text-to-number conversion: seconds .. the microseconds' first 3 of 6 digits.
-local invalid = {-1, 0, 0, 'invalid_args'}
-if #KEYS ~= 2 or #ARGV ~= 6 then return invalid end
-if int_arg(ARGV[1], 1, MAX_TIME_MS) == nil then return invalid end
-local window = int_arg(ARGV[2], 1, MAX_WINDOW_MS)
-local max_req = int_arg(ARGV[3], 1, MAX_PERMITS)
-if window == nil or max_req == nil then return invalid end
-if int_arg(ARGV[4], 0, MAX_PERMITS) == nil then return invalid end
-if int_arg(ARGV[5], 0, MAX_TIME_MS) == nil then return invalid end
-if #ARGV[6] == 0 or #ARGV[6] > 256 then return invalid end
+-- Calling convention 1, the seed design's (see the top).
+local function design(KEYS, ARGV)
+  local invalid = {-1, 0, 0, 'invalid_args'}
+  if #KEYS ~= 2 or #ARGV ~= 6 then return invalid end
+  if int_arg(ARGV[1], 1, MAX_TIME_MS) == nil then return invalid end
+  local window = int_arg(ARGV[2], 1, MAX_WINDOW_MS)
+  local max_req = int_arg(ARGV[3], 1, MAX_PERMITS)
+  if window == nil or max_req == nil then return invalid end
+  if int_arg(ARGV[4], 0, MAX_PERMITS) == nil then return invalid end
+  if int_arg(ARGV[5], 0, MAX_TIME_MS) == nil then return invalid end
+  if #ARGV[6] == 0 or #ARGV[6] > 256 then return invalid end
 
-local out = {}
-local server = server_ms()
-local err = decide(out, KEYS[1], server, server, window, max_req, 1, true, TTL_SLACK_MS, 1)
-if err then return err end
-return {out[1], max_req - out[2], out[2], 'normal'}
+  local out = {}
+  local server = server_ms()
+  local err = decide(out, 0, KEYS[1], server, server, window, max_req, 1, true, TTL_SLACK_MS, 1)
+  if err then return err end
+  return {out[1], max_req - out[2], out[2], 'normal'}
+end
+
+-- Both conventions. A Functions library registers this function (its top level above runs once,
+-- at FUNCTION LOAD; see core/src/backend/script.rs); EVAL runs the whole file every call.
+local function entry(KEYS, ARGV)
+  if call == nil then
+    bind()
+  end
+  if ARGV[1] == 'rl1' then
+    return native(KEYS, ARGV)
+  end
+  return design(KEYS, ARGV)
+end
+-- rl: the lines below run only under EVAL/EVALSHA; a Functions library ends above them.
+return entry(KEYS, ARGV)

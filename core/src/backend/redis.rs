@@ -1,7 +1,7 @@
-//! The Redis backend: EVALSHA of `lua/sliding_window.lua` (`script.rs`) over the topology's
-//! connection (`topology.rs`, `connection.rs`), with concurrent requests for one key sharing one
-//! call (`coalesce.rs`); also the heartbeat, primary discovery and repair calls the resilient path
-//! makes.
+//! The Redis backend: `lua/sliding_window.lua`, by FCALL of its library (`functions.rs`) or by
+//! EVALSHA (`script.rs`), over the topology's connection (`topology.rs`, `connection.rs`), with
+//! concurrent requests for one key sharing one call (`coalesce.rs`); also the heartbeat, primary
+//! discovery and repair calls the resilient path makes.
 //!
 //! The connection is made lazily on first use: opening a limiter never blocks or fails because
 //! Redis is briefly away, and a limiter outlives Redis restarts and failovers. Bounding a decision
@@ -21,7 +21,8 @@ use tokio::sync::oneshot;
 
 use super::coalesce::{Op, Queues, Turn, Waiter, MAX_WAITING};
 use super::connection::{Conn, Connector};
-use super::script::{self, parse_reply, HEARTBEAT, REPAIR, SLIDING_WINDOW};
+use super::functions::Caller;
+use super::script::{self, parse_reply, HEARTBEAT, REPAIR};
 use super::topology;
 use super::{Request, Verdict};
 use crate::clock::Clock;
@@ -38,6 +39,8 @@ struct Shared {
     clock: Option<Arc<dyn Clock>>,
     max_skew_ms: u64,
     queues: Queues,
+    /// FCALL of the window library, or EVALSHA where functions are refused.
+    caller: Caller,
 }
 
 impl std::fmt::Debug for RedisBackend {
@@ -86,6 +89,7 @@ impl RedisBackend {
                 clock: options.clock.clone(),
                 max_skew_ms: options.max_clock_skew_ms,
                 queues: Queues::default(),
+                caller: Caller::default(),
             }),
         })
     }
@@ -447,15 +451,14 @@ impl Shared {
     async fn call(&self, redis_key: &[u8], ops: &[Op]) -> Result<Vec<Verdict>> {
         let (id, mut conn): (u64, Conn) = self.connector.get().await?;
         let client_now = self.clock.as_ref().map(|c| c.now_ms());
-        let mut inv = SLIDING_WINDOW.key(redis_key);
-        inv.arg("rl1")
-            .arg(script::pack(&[client_now.unwrap_or(0), self.max_skew_ms]));
+        let clock = script::pack(&[client_now.unwrap_or(0), self.max_skew_ms]);
         let mut requests = Vec::with_capacity(ops.len() * 4);
         for op in ops {
             requests.extend_from_slice(&[op.consume as u64, op.window_ms, op.limit, op.cost]);
         }
-        inv.arg(script::pack(&requests));
-        let reply = self.check(id, inv.invoke_async::<redis::Value>(&mut conn).await)?;
+        let requests = script::pack(&requests);
+        let args: [&[u8]; 3] = [b"rl1", &clock, &requests];
+        let reply = self.check(id, self.caller.call(&mut conn, redis_key, &args).await)?;
         parse_reply(reply, ops.len(), client_now, self.max_skew_ms)
     }
 }
