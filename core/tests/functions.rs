@@ -135,7 +135,7 @@ fn every_cluster_master_gets_the_library() {
     let l = rl_core::blocking::Limiter::open(Some(&cluster.url()), strict()).unwrap();
     // Keys on every master: the first FCALL that misses loads it on all of them.
     for i in 0..30 {
-        assert!(l.acquire(&format!("k{i}"), 10, 60_000, 1).unwrap().allowed);
+        assert!(l.acquire(format!("k{i}"), 10, 60_000, 1).unwrap().allowed);
     }
     for node in cluster.nodes() {
         assert_eq!(
