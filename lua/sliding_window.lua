@@ -39,6 +39,9 @@
 --
 -- Cost: the script keeps redis.call() and number/text conversions to a minimum; numbers handed to
 -- redis.call are formatted with string.format('%d') (Lua's own number-to-string is a float printf).
+-- It makes no closure per call (every function is defined once at the top level: once per call
+-- under EVAL, once per FUNCTION LOAD as a library, see `entry` at the bottom) and no table it can
+-- do without. dev/script_cost/cost.sh prices a call against the raw ZSET script.
 --
 -- Time never runs backwards for a window: `now` is raised to the open bucket's ms if the clock
 -- (server or client) is behind it, so a bucket is never "in the future".
@@ -78,25 +81,32 @@ local MAX_BATCH = 1000
 
 local MOD = 4503599627370496 -- 2^52: running totals wrap here, so every sum stays exact
 
-local find, sub, format, tonumber = string.find, string.sub, string.format, tonumber
-local floor = math.floor
-local unpack_list = unpack -- Lua's own, before the name is taken for struct.unpack below
-local pack, unpack = struct.pack, struct.unpack
-local call = redis.call
 local HEADER, BUCKET = '>dddddd', '>dd'
 local LEASE = '>ddd'
 local MAX_LEASES = 64
-local live_leases
 
+-- Lua and Redis library functions, bound by bind() when a call starts: the top level of a Redis
+-- Functions library runs at FUNCTION LOAD, where no library but `redis.register_function` is
+-- visible, so nothing above `entry` may touch a global while it is being defined.
+local call, pack, sunpack, unpack_list, find, sub, format, tonumber_, floor, min, max, abs, type_
+local sort
+
+local function bind()
+  call, pack, sunpack, unpack_list = redis.call, struct.pack, struct.unpack, unpack
+  find, sub, format, tonumber_ = string.find, string.sub, string.format, tonumber
+  floor, min, max, abs, type_ = math.floor, math.min, math.max, math.abs, type
+  sort = table.sort
+end
 
 -- A packed number that is an integer in [lo, hi] (NaN and infinities fail the comparisons).
 local function int_in(x, lo, hi)
-  return x ~= nil and x >= lo and x <= hi and x == floor(x)
+  return x ~= nil and x >= lo and x <= hi and x % 1 == 0
 end
 
+-- Redis TIME in ms (no string is built: each one made is work for the garbage collector).
 local function server_ms()
   local t = call('TIME')
-  return tonumber(t[1] .. sub('000000' .. t[2], -6, -4))
+  return tonumber_(t[1]) * 1000 + floor(tonumber_(t[2]) / 1000)
 end
 
 -- Permits between two running totals (a later minus an earlier one).
@@ -113,27 +123,49 @@ local function bucket(key, cache, i)
     cache[i] = item
   end
   if item then
-    return unpack(BUCKET, item)
+    return sunpack(BUCKET, item)
   end
   return nil
 end
 
--- The first closed bucket from `lo` for which `past(ms, total)` holds (one past the last closed
--- bucket if none); `past` is false then true along the list. From the front it probes lo, lo+1,
--- then doubles its steps (the steady state's boundary is at the first or second bucket, so that
--- is one or two reads, and no list length is needed); from the back (`hi` = the last closed
--- bucket) it doubles from there. Then it bisects: O(log d) reads, d the distance from that end.
-local function first(key, cache, lo, hi, past, from_back)
-  local function test(i)
-    local t, c = bucket(key, cache, i)
-    return t == nil or past(t, c)
+-- The number of closed buckets, read once per call.
+local function closed(key, cache)
+  local n = cache.n
+  if n == nil then
+    n = call('LLEN', key) - 1
+    cache.n = n
   end
+  return n
+end
+
+-- Whether closed bucket i is past the boundary `first` looks for: by time, its ms > x; by total,
+-- more than x - 1 permits since the running total `base`. One past the last closed bucket is.
+local function past(key, cache, i, by_total, x, base)
+  local t, c = bucket(key, cache, i)
+  if t == nil then
+    return true
+  end
+  if by_total then
+    return between(c, base) >= x
+  end
+  return t > x
+end
+
+-- The first closed bucket from `lo` that is `past` (one past the last closed bucket if none);
+-- `past` is false then true along the list. From the front it probes lo, lo+1, then doubles its
+-- steps (the steady state's boundary is at the first or second bucket, so that is one or two
+-- reads, and no list length is needed); from the back (`hi` = the last closed bucket) it doubles
+-- from there. Then it bisects: O(log d) reads, d the distance from that end.
+local function first(key, cache, lo, hi, from_back, by_total, x, base)
   local a, b = lo, hi -- the answer lies in a..b+1 (b nil: not known yet)
   local step = 1
   if from_back then
     while a <= b do
-      local i = math.max(a, b - step + 1)
-      if test(i) then
+      local i = a
+      if b - step + 1 > a then
+        i = b - step + 1
+      end
+      if past(key, cache, i, by_total, x, base) then
         b = i - 1
       else
         a = i + 1
@@ -153,7 +185,7 @@ local function first(key, cache, lo, hi, past, from_back)
       if b ~= nil and i > b then
         i = b
       end
-      if test(i) then
+      if past(key, cache, i, by_total, x, base) then
         b = i - 1
         break
       end
@@ -166,7 +198,7 @@ local function first(key, cache, lo, hi, past, from_back)
   end
   while a <= b do
     local mid = floor((a + b) / 2)
-    if test(mid) then
+    if past(key, cache, mid, by_total, x, base) then
       b = mid - 1
     else
       a = mid + 1
@@ -175,11 +207,16 @@ local function first(key, cache, lo, hi, past, from_back)
   return a
 end
 
+-- Orders live leases {end, permits} by end.
+local function earlier_end(a, b)
+  return a[1] < b[1]
+end
+
 -- The leases on a window (`<key>:l`, a HASH: instance id -> pack('>ddd', end ms, permits, seq))
 -- that still count in a window whose span begins after `edge`: a lease granted at t counts in
 -- every span that meets [t, end], so while end > edge. Returns their permits, the live ones as
 -- {end, permits} sorted by end (nil if none), and the latest end.
-live_leases = function(lkey, edge)
+local function live_leases(lkey, edge)
   -- HGETALL, not HVALS: the README's ACL rules already allow it.
   local vals = call('HGETALL', lkey)
   if #vals == 0 then
@@ -187,7 +224,7 @@ live_leases = function(lkey, edge)
   end
   local sum, ends, lmax = 0, {}, nil
   for i = 2, #vals, 2 do
-    local e, k = unpack(LEASE, vals[i])
+    local e, k = sunpack(LEASE, vals[i])
     if e > edge then
       sum = sum + k
       ends[#ends + 1] = {e, k}
@@ -199,19 +236,19 @@ live_leases = function(lkey, edge)
   if #ends == 0 then
     return 0, nil, nil
   end
-  table.sort(ends, function(a, b) return a[1] < b[1] end)
+  sort(ends, earlier_end)
   return sum, ends, lmax
 end
 
 -- Rewrites a key in the previous layout (40-byte header, per-bucket counts) into this one. Runs
 -- once per key, the first time a new script reads it; keeps the key's TTL.
 local function upgrade(key, head, window)
-  local _, open_t, open_c, oldest = unpack('>ddddd', head)
+  local _, open_t, open_c, oldest = sunpack('>ddddd', head)
   local ttl = call('PTTL', key)
   local items = call('LRANGE', key, '1', '-1')
   local cum = 0
   for i = 1, #items do
-    local t, c = unpack(BUCKET, items[i])
+    local t, c = sunpack(BUCKET, items[i])
     cum = cum + c
     items[i] = pack(BUCKET, t, cum)
   end
@@ -220,7 +257,7 @@ local function upgrade(key, head, window)
   local header = pack(HEADER, cum, open_t, 0, oldest, 0, window)
   call('RPUSH', key, header)
   for i = 1, #items, 500 do
-    call('RPUSH', key, unpack_list(items, i, math.min(i + 499, #items)))
+    call('RPUSH', key, unpack_list(items, i, min(i + 499, #items)))
   end
   if ttl > 0 then
     call('PEXPIRE', key, format('%d', ttl))
@@ -228,13 +265,98 @@ local function upgrade(key, head, window)
   return header
 end
 
--- Decides `n` identical requests of `cost` permits at `now`, in order, and appends each one's
--- {allowed (0|1), used, retry_after_ms, reset_after_ms, now} to `out`. Deciding a run of equal
+-- When a denied request fits if `extra` more permits are admitted now and `lrest` lease permits
+-- still count: the ms of the bucket whose leaving frees enough (now: only the bucket being made
+-- holds what is needed; -MAX_TIME_MS: it fits already; nil: it can never fit while those lease
+-- permits count). `e` is the last closed bucket at or before the window's edge (-1: the window
+-- is empty), `cum_e` the total through it, `used` the window's bucket permits (leases not
+-- counted), `oldest` the oldest closed bucket's ms (0: none).
+local function fits_at(key, cache, e, cum_e, cum, open_t, oldest, now, used, lrest, extra, cost, limit)
+  local need = used + lrest + extra + cost - limit
+  if need <= 0 then
+    return -MAX_TIME_MS
+  end
+  if e < 0 or used < need then
+    -- The stored buckets cannot free enough: the one made now must leave too, if that is enough.
+    if need <= used + extra then
+      return now
+    end
+    return nil
+  end
+  if need == 1 then
+    -- The bucket right after the edge (every closed bucket holds a permit): no search, and no
+    -- read when that is the oldest bucket, whose ms the header holds.
+    if e == 0 then
+      return oldest ~= 0 and oldest or open_t
+    end
+    return bucket(key, cache, e + 1) or open_t
+  end
+  cache = cache or {}
+  local back = need > used / 2
+  local j = first(key, cache, e + 1, back and closed(key, cache) or nil, back, true, need, cum_e)
+  return bucket(key, cache, j) or open_t
+end
+
+-- Decides `n` identical requests when no bucket counts, only leases (`lsum` permits, `ends` and
+-- `lmax` from `live_leases`): decided from them alone; the key is made on admission. See `decide`.
+local function leases_only(out, o, key, head, now, server, window, limit, cost, consume, slack, n, lsum, ends, lmax)
+  local k = 0
+  if lsum + cost <= limit then
+    k = n
+    if consume then
+      k = min(n, floor((limit - lsum) / cost))
+    end
+  end
+  local made = consume and k > 0
+  if made then
+    if head then
+      call('DEL', key)
+    end
+    local ttl = (now > server and now - server or 0) + 2 * (window + slack)
+    call('RPUSH', key, pack(HEADER, k * cost, now, 0, 0, server + ttl, window))
+    call('PEXPIRE', key, format('%d', ttl))
+  end
+  local reset_after = lmax + window - now
+  if made and window > reset_after then
+    reset_after = window
+  end
+  local retry = 0
+  if k < n then
+    -- Only leases (and the bucket just made) count: the first moment enough of them left.
+    local need, free, at = lsum + (made and k * cost or 0) + cost - limit, 0, nil
+    for j = 1, #ends do
+      free = free + ends[j][2]
+      if free >= need then
+        at = ends[j][1]
+        break
+      end
+    end
+    if at == nil then
+      -- The leases and the bucket made now must all leave.
+      at = max(lmax, now)
+    end
+    retry = at + window - now
+  end
+  for i = 1, n do
+    if i <= k then
+      out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = 1, lsum + (consume and i * cost or 0), 0, reset_after, now
+    else
+      out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = 0, lsum + (consume and k * cost or 0), retry, reset_after, now
+    end
+    o = o + 5
+  end
+  return nil
+end
+
+-- Decides `n` identical requests of `cost` permits at `now`, in order, and writes each one's
+-- {allowed (0|1), used, retry_after_ms, reset_after_ms, now} to `out` after index `o`. Deciding a run of equal
 -- requests at once is what makes a coalesced batch cheap: one read and one write for all of them.
 -- `server` is Redis TIME (the TTL's clock); `slack` how long past the longest window the key must
 -- outlive its newest bucket. Writes only when `consume` and something is admitted, or when the
--- call brings a longer window than the key has seen. Returns an error reply, or nil.
-local function decide(out, key, lkey, now, server, window, limit, cost, consume, slack, n)
+-- call brings a longer window than the key has seen. `lkey` is the key's lease HASH (nil: leases
+-- are not counted, as for a refund's bucket): every live lease counts in the window as permits
+-- that leave at the lease's end + window. Returns an error reply, or nil.
+local function decide(out, o, key, lkey, now, server, window, limit, cost, consume, slack, n)
   local head = call('LINDEX', key, '0')
   local cum, open_t, base, oldest, deadline, longest
   if head then
@@ -243,77 +365,30 @@ local function decide(out, key, lkey, now, server, window, limit, cost, consume,
     elseif #head ~= 48 then
       return redis.error_reply('rl: ' .. key .. ' holds something that is not an rl window')
     end
-    cum, open_t, base, oldest, deadline, longest = unpack(HEADER, head)
+    cum, open_t, base, oldest, deadline, longest = sunpack(HEADER, head)
     if open_t > now then
       now = open_t
     end
   end
   local grew = head and window > longest
-  if head and window > longest then
+  if grew then
     longest = window
   end
   local edge = now - window
-  local o = #out
   -- Leases that still count in this window (see `live_leases`), and the last one's end.
   local lsum, ends, lmax = 0, nil, nil
   if lkey then
     lsum, ends, lmax = live_leases(lkey, edge)
   end
 
-  if (open_t == nil or open_t <= now - longest) and lsum > 0 then
-    -- No bucket counts, only leases: decided from them alone; the key is made on admission.
-    local k = 0
-    if lsum + cost <= limit then
-      k = n
-      if consume then
-        k = math.min(n, floor((limit - lsum) / cost))
-      end
-    end
-    local made = consume and k > 0
-    if made then
-      if head then
-        call('DEL', key)
-      end
-      local ttl = (now > server and now - server or 0) + 2 * (window + slack)
-      call('RPUSH', key, pack(HEADER, k * cost, now, 0, 0, server + ttl, window))
-      call('PEXPIRE', key, format('%d', ttl))
-    end
-    local reset_after = lmax + window - now
-    if made and window > reset_after then
-      reset_after = window
-    end
-    local retry = 0
-    if k < n then
-      -- Only leases (and the bucket just made) count: the first moment enough of them left.
-      local need, free, at = lsum + (made and k * cost or 0) + cost - limit, 0, nil
-      for j = 1, #ends do
-        free = free + ends[j][2]
-        if free >= need then
-          at = ends[j][1]
-          break
-        end
-      end
-      if at == nil then
-        -- The leases and the bucket made now must all leave.
-        at = math.max(lmax, now)
-      end
-      retry = at + window - now
-    end
-    for i = 1, n do
-      if i <= k then
-        out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = 1, lsum + (consume and i * cost or 0), 0, reset_after, now
-      else
-        out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = 0, lsum + (consume and k * cost or 0), retry, reset_after, now
-      end
-      o = o + 5
-    end
-    return nil
+  if lsum > 0 and (open_t == nil or open_t <= now - longest) then
+    return leases_only(out, o, key, head, now, server, window, limit, cost, consume, slack, n, lsum, ends, lmax)
   end
 
   if open_t == nil or open_t <= now - longest then
     -- Nothing inside even the longest window: the key starts afresh.
     if not consume then
-      for i = 1, n do
+      for _ = 1, n do
         out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = 1, 0, 0, 0, now
         o = o + 5
       end
@@ -322,7 +397,7 @@ local function decide(out, key, lkey, now, server, window, limit, cost, consume,
     if head then
       call('DEL', key)
     end
-    local k = math.min(n, floor(limit / cost))
+    local k = min(n, floor(limit / cost))
     local ttl = (now > server and now - server or 0) + 2 * (window + slack)
     call('RPUSH', key, pack(HEADER, k * cost, now, 0, 0, server + ttl, window))
     call('PEXPIRE', key, format('%d', ttl))
@@ -338,20 +413,15 @@ local function decide(out, key, lkey, now, server, window, limit, cost, consume,
     return nil
   end
 
-  local cache, closed = {}, nil
-  local function count()
-    if closed == nil then
-      closed = call('LLEN', key) - 1
-    end
-    return closed
-  end
+  local cache -- closed buckets read, made on the first read (a denial may read none)
   -- e: the last closed bucket at or before `edge` (0 = none); cum_e: the total through it.
   local used, e, cum_e = 0, 0, base
   if open_t > edge then
     if oldest ~= 0 and oldest <= edge then
       -- Near the front when the window is the longest one, near the back for a shorter one.
       local back = edge - oldest > open_t - edge
-      e = first(key, cache, 1, back and count() or nil, function(t) return t > edge end, back) - 1
+      cache = {}
+      e = first(key, cache, 1, back and closed(key, cache) or nil, back, false, edge) - 1
       if e > 0 then
         local _, c = bucket(key, cache, e)
         cum_e = c
@@ -363,31 +433,11 @@ local function decide(out, key, lkey, now, server, window, limit, cost, consume,
     e = -1
   end
 
-  -- When the next request fits if `extra` more permits are admitted now: the ms of the bucket
-  -- whose leaving frees enough (now: only the bucket being made holds what is needed).
-  -- `lrest` lease permits still count (nil: it can never fit that way). `used` is the buckets' count here.
-  local function fits_at(extra, lrest)
-    local need = used + lrest + extra + cost - limit
-    if need <= 0 then
-      return -MAX_TIME_MS
-    end
-    if e < 0 or used < need then
-      -- The stored buckets cannot free enough: the one made now must leave too, if that is enough.
-      if need <= used + extra then
-        return now
-      end
-      return nil
-    end
-    local back = need > used / 2
-    local j = first(key, cache, e + 1, back and count() or nil, function(_, c) return between(c, cum_e) >= need end, back)
-    return bucket(key, cache, j) or open_t
-  end
-
   local k = 0
   if used + lsum + cost <= limit then
     k = n
     if consume then
-      k = math.min(n, floor((limit - used - lsum) / cost))
+      k = min(n, floor((limit - used - lsum) / cost))
     end
   end
   local reset_after = 0
@@ -400,16 +450,19 @@ local function decide(out, key, lkey, now, server, window, limit, cost, consume,
   local retry_at
   if k < n then
     local extra = consume and k * cost or 0
-    retry_at = fits_at(extra, lsum)
+    if ends then
+      cache = cache or {} -- shared by the searches below
+    end
+    retry_at = fits_at(key, cache, e, cum_e, cum, open_t, oldest, now, used, lsum, extra, cost, limit)
     if ends then
       -- Leases leave at their end + window, earliest first: the request fits at the first moment
       -- the buckets that left and the leases that left free enough.
       local left = 0
       for j = 1, #ends do
         left = left + ends[j][2]
-        local b = fits_at(extra, lsum - left)
+        local b = fits_at(key, cache, e, cum_e, cum, open_t, oldest, now, used, lsum - left, extra, cost, limit)
         if b ~= nil then
-          local at = math.max(b, ends[j][1])
+          local at = max(b, ends[j][1])
           if retry_at == nil or at < retry_at then
             retry_at = at
           end
@@ -419,13 +472,14 @@ local function decide(out, key, lkey, now, server, window, limit, cost, consume,
   end
   if consume and k > 0 then
     -- Drop the closed buckets that left the longest window (1..cut).
+    cache = cache or {}
     local keep_edge = now - longest
     local cut = 0
     if oldest ~= 0 and oldest <= keep_edge then
       if keep_edge == edge and e >= 0 then
         cut = e
       else
-        cut = first(key, cache, 1, nil, function(t) return t > keep_edge end, false) - 1
+        cut = first(key, cache, 1, nil, false, false, keep_edge) - 1
       end
     end
     local cum_cut = base
@@ -439,7 +493,7 @@ local function decide(out, key, lkey, now, server, window, limit, cost, consume,
       if e > 0 then
         cut, cum_cut = e, cum_e
       elseif e < 0 then
-        cut, cum_cut = count(), cum
+        cut, cum_cut = closed(key, cache), cum
       end
     end
     if cut > 0 then
@@ -492,6 +546,77 @@ local function decide(out, key, lkey, now, server, window, limit, cost, consume,
   return nil
 end
 
+-- Request i of a native batch, checked: op (1 acquire, 0 peek), window, limit, cost; or nil and
+-- the name of the bad argument. (The checks are int_in inlined: unpacked doubles are never nil, and
+-- a function call per number is a measurable part of a lone call.)
+local function request(blob, i)
+  local op, window, limit, cost = sunpack('>dddd', blob, (i - 1) * 32 + 1)
+  if op ~= 0 and op ~= 1 then return nil, 'op' end
+  if not (window >= 1 and window <= MAX_WINDOW_MS and window % 1 == 0) then return nil, 'window_ms' end
+  if not (limit >= 1 and limit <= MAX_PERMITS and limit % 1 == 0) then return nil, 'limit' end
+  if not (cost >= 1 and cost <= limit and cost % 1 == 0) then return nil, 'cost' end
+  return op == 1, window, limit, cost
+end
+
+-- Calling convention 2 (see the top).
+local function native(KEYS, ARGV)
+  local key = KEYS[1]
+  if key == nil then return {-1, 'key', 0} end
+  if #ARGV ~= 3 or #ARGV[2] ~= 16 then return {-1, 'batch', 0} end
+  local client_now, max_skew = sunpack('>dd', ARGV[2])
+  if not int_in(max_skew, 0, MAX_TIME_MS) then return {-1, 'max_skew_ms', 0} end
+  if not int_in(client_now, 0, MAX_TIME_MS) then return {-1, 'client_now_ms', 0} end
+  local blob = ARGV[3]
+  local n = #blob / 32
+  if n < 1 or n > MAX_BATCH or n ~= floor(n) then return {-1, 'batch', 0} end
+  -- Every request of the batch is checked before the first write.
+  local consume, windows, limits, costs
+  local c1, w1, l1, k1 = request(blob, 1)
+  if c1 == nil then return {-1, w1, 1} end
+  if n > 1 then
+    consume, windows, limits, costs = {c1}, {w1}, {l1}, {k1}
+    for i = 2, n do
+      local c, w, l, k = request(blob, i)
+      if c == nil then return {-1, w, i} end
+      consume[i], windows[i], limits[i], costs[i] = c, w, l, k
+    end
+  end
+  local now
+  local slack = TTL_SLACK_MS
+  local server = server_ms()
+  if client_now == 0 then
+    now = server
+  else
+    now = client_now
+    if abs(now - server) > max_skew then
+      return {-2, server}
+    end
+    -- A bucket made on the client's clock may outlive the server-clock TTL by twice the skew.
+    slack = slack + 2 * max_skew
+  end
+  local lkey = key .. ':l'
+  if n == 1 then
+    local out = {0, 0, 0, 0, 0, 0} -- sized once
+    local err = decide(out, 1, key, lkey, now, server, w1, l1, k1, c1, slack, 1)
+    if err then return err end
+    return out
+  end
+  -- The requests are decided in order, at one instant; each run of identical requests at once.
+  local out = {0}
+  local i = 1
+  while i <= n do
+    local j = i
+    while j < n and consume[j + 1] == consume[i] and windows[j + 1] == windows[i]
+      and limits[j + 1] == limits[i] and costs[j + 1] == costs[i] do
+      j = j + 1
+    end
+    local err = decide(out, #out, key, lkey, now, server, windows[i], limits[i], costs[i], consume[i], slack, j - i + 1)
+    if err then return err end
+    i = j + 1
+  end
+  return out
+end
+
 -- Calling convention 3, leases (rl-core): returns a lease's unused permits and/or takes a new one,
 -- in one call. A lease of k permits granted at t for lease_ms counts in every span of the window
 -- that meets [t, t + lease_ms] (see `live_leases`), so permits the instance grants from it at any
@@ -511,18 +636,18 @@ end
 -- The lease is at most a fair share of what is left: (limit - used) / (2 * (holders + 1)),
 -- holders being the other instances with a live lease; below `min`, or with MAX_LEASES holders,
 -- none is granted and the caller asks per request, so the last permits are decided by Redis.
-if ARGV[1] == 'rl1L' then
+local function lease(KEYS, ARGV)
   local key = KEYS[1]
   if key == nil then return {-1, 'key', 0} end
   if #ARGV ~= 4 or #ARGV[2] ~= 16 or #ARGV[3] ~= 64 then return {-1, 'batch', 0} end
-  local client_now, max_skew = unpack('>dd', ARGV[2])
+  local client_now, max_skew = sunpack('>dd', ARGV[2])
   if not int_in(max_skew, 0, MAX_TIME_MS) then return {-1, 'max_skew_ms', 0} end
   if not int_in(client_now, 0, MAX_TIME_MS) then return {-1, 'client_now_ms', 0} end
-  local window, limit, want, min, lease_ms, seq, old_seq, old_used = unpack('>dddddddd', ARGV[3])
+  local window, limit, want, least, lease_ms, seq, old_seq, old_used = sunpack('>dddddddd', ARGV[3])
   if not int_in(window, 1, MAX_WINDOW_MS) then return {-1, 'window_ms', 1} end
   if not int_in(limit, 1, MAX_PERMITS) then return {-1, 'limit', 1} end
   if not int_in(want, 0, limit) then return {-1, 'want', 1} end
-  if not int_in(min, 1, MAX_PERMITS) then return {-1, 'min', 1} end
+  if not int_in(least, 1, MAX_PERMITS) then return {-1, 'min', 1} end
   if not int_in(lease_ms, 1, MAX_WINDOW_MS) then return {-1, 'lease_ms', 1} end
   if not int_in(seq, 0, MAX_TIME_MS) then return {-1, 'seq', 1} end
   if not int_in(old_seq, 0, MAX_TIME_MS) then return {-1, 'old_seq', 1} end
@@ -535,7 +660,7 @@ if ARGV[1] == 'rl1L' then
   local now = server
   if client_now ~= 0 then
     now = client_now
-    if math.abs(now - server) > max_skew then
+    if abs(now - server) > max_skew then
       return {-2, server}
     end
     slack = slack + 2 * max_skew
@@ -543,7 +668,7 @@ if ARGV[1] == 'rl1L' then
   local longest = window
   local head = call('LINDEX', key, '0')
   if head and #head == 48 then
-    local _, open_t, _, _, _, l = unpack(HEADER, head)
+    local _, open_t, _, _, _, l = sunpack(HEADER, head)
     if open_t > now then
       now = open_t
     end
@@ -555,7 +680,7 @@ if ARGV[1] == 'rl1L' then
   local all = call('HGETALL', lkey)
   local holders, mine = 0, nil
   for i = 1, #all, 2 do
-    local e, k, s = unpack(LEASE, all[i + 1])
+    local e, k, s = sunpack(LEASE, all[i + 1])
     if e <= now - longest then
       call('HDEL', lkey, all[i])
     elseif all[i] == id then
@@ -566,24 +691,24 @@ if ARGV[1] == 'rl1L' then
   end
   if old_seq ~= 0 and mine and mine[3] == old_seq then
     call('HDEL', lkey, id)
-    local u = math.min(old_used, mine[2])
+    local u = min(old_used, mine[2])
     if u > 0 then
       local tmp = {}
-      local err = decide(tmp, key, nil, now, server, window, MAX_PERMITS, u, true, slack, 1)
+      local err = decide(tmp, 0, key, nil, now, server, window, MAX_PERMITS, u, true, slack, 1)
       if err then return err end
       now = tmp[5]
     end
     mine = nil
   end
   local out = {}
-  local err = decide(out, key, lkey, now, server, window, limit, 1, false, slack, 1)
+  local err = decide(out, 0, key, lkey, now, server, window, limit, 1, false, slack, 1)
   if err then return err end
   now = out[5]
   local used, reset_after = out[2], out[4]
   local k = 0
   if seq ~= 0 and mine == nil and holders < MAX_LEASES and used < limit then
-    k = math.min(want, floor((limit - used) / (2 * (holders + 1))))
-    if k < min then
+    k = min(want, floor((limit - used) / (2 * (holders + 1))))
+    if k < least then
       k = 0
     end
   end
@@ -602,82 +727,51 @@ if ARGV[1] == 'rl1L' then
   return {0, k, now, used, reset_after}
 end
 
-if ARGV[1] == 'rl1' then
-  local key = KEYS[1]
-  if key == nil then return {-1, 'key', 0} end
-  if #ARGV ~= 3 or #ARGV[2] ~= 16 then return {-1, 'batch', 0} end
-  local client_now, max_skew = unpack('>dd', ARGV[2])
-  if not int_in(max_skew, 0, MAX_TIME_MS) then return {-1, 'max_skew_ms', 0} end
-  if not int_in(client_now, 0, MAX_TIME_MS) then return {-1, 'client_now_ms', 0} end
-  local blob = ARGV[3]
-  local n = #blob / 32
-  if n < 1 or n > MAX_BATCH or n ~= math.floor(n) then return {-1, 'batch', 0} end
-  -- Every request of the batch is checked before the first write.
-  local consume, windows, limits, costs = {}, {}, {}, {}
-  for i = 1, n do
-    local op, window, limit, cost = unpack('>dddd', blob, (i - 1) * 32 + 1)
-    if op ~= 0 and op ~= 1 then return {-1, 'op', i} end
-    if not int_in(window, 1, MAX_WINDOW_MS) then return {-1, 'window_ms', i} end
-    if not int_in(limit, 1, MAX_PERMITS) then return {-1, 'limit', i} end
-    if not int_in(cost, 1, limit) then return {-1, 'cost', i} end
-    consume[i], windows[i], limits[i], costs[i] = op == 1, window, limit, cost
-  end
-  local now
-  local slack = TTL_SLACK_MS
-  local server = server_ms()
-  if client_now == 0 then
-    now = server
-  else
-    now = client_now
-    if math.abs(now - server) > max_skew then
-      return {-2, server}
-    end
-    -- A bucket made on the client's clock may outlive the server-clock TTL by twice the skew.
-    slack = slack + 2 * max_skew
-  end
-  -- The requests are decided in order, at one instant; each run of identical requests at once.
-  local out = {0}
-  local i = 1
-  while i <= n do
-    local j = i
-    while j < n and consume[j + 1] == consume[i] and windows[j + 1] == windows[i]
-      and limits[j + 1] == limits[i] and costs[j + 1] == costs[i] do
-      j = j + 1
-    end
-    local err = decide(out, key, key .. ':l', now, server, windows[i], limits[i], costs[i], consume[i], slack, j - i + 1)
-    if err then return err end
-    i = j + 1
-  end
-  return out
-end
-
--- The seed design's convention. (Defined down here so the native path does not pay for it.)
 -- A decimal integer in [lo, hi], or nil. The pattern rejects what tonumber would let through:
 -- 'inf', 'nan', '0x10', '1e3', '1.5', ' 5', '+5', '-5'.
 local function int_arg(s, lo, hi)
-  if type(s) ~= 'string' or #s > 16 or not find(s, '^%d+$') then
+  if type_(s) ~= 'string' or #s > 16 or not find(s, '^%d+$') then
     return nil
   end
-  local n = tonumber(s)
+  local n = tonumber_(s)
   if n < lo or n > hi then
     return nil
   end
   return n
 end
 
--- Redis TIME in ms, with one text-to-number conversion: seconds .. the microseconds' first 3 of 6 digits.
-local invalid = {-1, 0, 0, 'invalid_args'}
-if #KEYS ~= 2 or #ARGV ~= 6 then return invalid end
-if int_arg(ARGV[1], 1, MAX_TIME_MS) == nil then return invalid end
-local window = int_arg(ARGV[2], 1, MAX_WINDOW_MS)
-local max_req = int_arg(ARGV[3], 1, MAX_PERMITS)
-if window == nil or max_req == nil then return invalid end
-if int_arg(ARGV[4], 0, MAX_PERMITS) == nil then return invalid end
-if int_arg(ARGV[5], 0, MAX_TIME_MS) == nil then return invalid end
-if #ARGV[6] == 0 or #ARGV[6] > 256 then return invalid end
+-- Calling convention 1, the seed design's (see the top).
+local function design(KEYS, ARGV)
+  local invalid = {-1, 0, 0, 'invalid_args'}
+  if #KEYS ~= 2 or #ARGV ~= 6 then return invalid end
+  if int_arg(ARGV[1], 1, MAX_TIME_MS) == nil then return invalid end
+  local window = int_arg(ARGV[2], 1, MAX_WINDOW_MS)
+  local max_req = int_arg(ARGV[3], 1, MAX_PERMITS)
+  if window == nil or max_req == nil then return invalid end
+  if int_arg(ARGV[4], 0, MAX_PERMITS) == nil then return invalid end
+  if int_arg(ARGV[5], 0, MAX_TIME_MS) == nil then return invalid end
+  if #ARGV[6] == 0 or #ARGV[6] > 256 then return invalid end
 
-local out = {}
-local server = server_ms()
-local err = decide(out, KEYS[1], KEYS[1] .. ':l', server, server, window, max_req, 1, true, TTL_SLACK_MS, 1)
-if err then return err end
-return {out[1], max_req - out[2], out[2], 'normal'}
+  local out = {}
+  local server = server_ms()
+  local err = decide(out, 0, KEYS[1], KEYS[1] .. ':l', server, server, window, max_req, 1, true, TTL_SLACK_MS, 1)
+  if err then return err end
+  return {out[1], max_req - out[2], out[2], 'normal'}
+end
+
+-- Every convention. A Functions library registers this function (its top level above runs once,
+-- at FUNCTION LOAD; see core/src/backend/script.rs); EVAL runs the whole file every call.
+local function entry(KEYS, ARGV)
+  if call == nil then
+    bind()
+  end
+  local conv = ARGV[1]
+  if conv == 'rl1' then
+    return native(KEYS, ARGV)
+  elseif conv == 'rl1L' then
+    return lease(KEYS, ARGV)
+  end
+  return design(KEYS, ARGV)
+end
+-- rl: the lines below run only under EVAL/EVALSHA; a Functions library ends above them.
+return entry(KEYS, ARGV)

@@ -43,6 +43,7 @@ pub mod url;
 mod validate;
 mod window;
 
+pub use backend::functions::{Library, LIBRARY as SLIDING_WINDOW_LIBRARY};
 pub use backend::script::{sliding_window_sha, SLIDING_WINDOW_LUA};
 pub use backend::BackendKind;
 pub use clock::{Clock, ManualClock, SystemClock};

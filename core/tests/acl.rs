@@ -12,22 +12,40 @@ use rl_core::{Mode, Options};
 use rl_harness::{Cluster, RedisServer, RespValue, SentinelTrio, ServerOptions};
 
 /// The rules the README gives for rl's user (with the default key prefix `rl:`), verbatim.
-const RULES: &str = "~rl:* +evalsha +script|load +time +lindex +lrange +llen +lset +ltrim +rpush +del +pexpire +pttl +hget +hset +hsetnx +hexists +hincrby +hgetall +hdel +zadd +zremrangebyscore +zcard +ping +role +cluster|slots +asking";
+const RULES: &str = "~rl:* +fcall +function|load +evalsha +script|load +time +lindex +lrange +llen +lset +ltrim +rpush +del +pexpire +pttl +hget +hset +hsetnx +hexists +hincrby +hgetall +hdel +zadd +zremrangebyscore +zcard +ping +role +cluster|slots +asking";
 
 /// Commands rl may be refused without harm: `INFO` (the failover repair's run ids; optional in
 /// the README) and `CLIENT SETINFO` (redis-rs names itself on connect and ignores the reply).
 const MAY_BE_DENIED: [&str; 2] = ["info", "client|setinfo"];
 
+/// The rules without Redis Functions (`+fcall +function|load`), which the README says may be
+/// left out.
+const FUNCTION_RULES: [&str; 2] = ["+fcall", "+function|load"];
+
 /// Data nodes with the user `rl` (password `rl-pass`) holding exactly [`RULES`]; the harness's own
 /// connections stay on `default`.
 fn least_privilege() -> ServerOptions {
+    with_rules(RULES.split(' ').collect())
+}
+
+/// [`least_privilege`] without the Functions rules.
+fn without_functions() -> ServerOptions {
+    with_rules(
+        RULES
+            .split(' ')
+            .filter(|r| !FUNCTION_RULES.contains(r))
+            .collect(),
+    )
+}
+
+fn with_rules(rules: Vec<&str>) -> ServerOptions {
     let mut line = vec![
         "--user".to_string(),
         "rl".into(),
         "on".into(),
         ">rl-pass".into(),
     ];
-    line.extend(RULES.split(' ').map(String::from));
+    line.extend(rules.into_iter().map(String::from));
     ServerOptions::default().args(line)
 }
 
@@ -89,6 +107,17 @@ fn info_field(s: &RedisServer, section: &str, name: &str) -> String {
 /// Decides as `rl`, pauses writes on `servers` until the limiter has decided locally, then waits
 /// for it to come back to `normal` with its local permits written into Redis.
 fn falls_back_and_recovers(topology: &str, url: &str, admin_url: &str, servers: &[&RedisServer]) {
+    falls_back_and_recovers_denied(topology, url, admin_url, servers, &MAY_BE_DENIED);
+}
+
+/// [`falls_back_and_recovers`], where rl may be refused `may_be_denied` (and nothing else).
+fn falls_back_and_recovers_denied(
+    topology: &str,
+    url: &str,
+    admin_url: &str,
+    servers: &[&RedisServer],
+    may_be_denied: &[&str],
+) {
     let l = Limiter::open(Some(&as_rl(url)), Options::default()).unwrap();
     for i in 1..=3 {
         let d = l.acquire("acl", 1000, 60_000, 1).unwrap();
@@ -144,7 +173,7 @@ fn falls_back_and_recovers(topology: &str, url: &str, admin_url: &str, servers: 
     );
     let refused = denied(servers);
     assert!(
-        refused.iter().all(|d| MAY_BE_DENIED
+        refused.iter().all(|d| may_be_denied
             .iter()
             .any(|ok| d.starts_with(&format!("{ok} ")))),
         "{topology}: rl needed a command the README's rules do not grant: {refused:?}"
@@ -173,6 +202,49 @@ fn a_least_privilege_user_recovers_on_cluster() {
     let cluster = Cluster::start_with(least_privilege()).unwrap();
     let masters: Vec<&RedisServer> = cluster.nodes().iter().collect();
     falls_back_and_recovers("cluster", &cluster.url(), &cluster.url(), &masters);
+}
+
+/// `cmdstat_<command>` field `field` (0 when the command never ran).
+fn cmdstat(s: &RedisServer, command: &str, field: &str) -> u64 {
+    let v = info_field(s, "commandstats", &format!("cmdstat_{command}"));
+    v.split(',')
+        .find_map(|f| f.strip_prefix(&format!("{field}=")))
+        .map_or(0, |n| n.parse().unwrap())
+}
+
+/// An ACL user without `+fcall +function|load` (or a Redis without Functions) decides by EVALSHA:
+/// FCALL is tried once, refused, and never again; the library is never loaded; the limiter decides
+/// in `normal` mode, falls back and recovers as with every rule.
+#[test]
+fn a_user_without_functions_decides_by_evalsha() {
+    let s = RedisServer::start_with(without_functions()).unwrap();
+    let l = Limiter::open(Some(&as_rl(&s.url())), Options::default()).unwrap();
+    for i in 1..=20 {
+        let d = l.acquire("nofn", 1000, 60_000, 1).unwrap();
+        assert_eq!((d.mode, d.used), (Mode::Normal, i));
+    }
+    assert_eq!(
+        cmdstat(&s, "fcall", "rejected_calls"),
+        1,
+        "FCALL is tried once"
+    );
+    assert_eq!(cmdstat(&s, "fcall", "calls"), 0);
+    assert!(cmdstat(&s, "evalsha", "calls") >= 20);
+    assert_eq!(
+        cmd(&s, &[b"FUNCTION", b"LIST"]),
+        RespValue::Array(vec![]),
+        "no library was loaded"
+    );
+    drop(l);
+    let mut may_be_denied = MAY_BE_DENIED.to_vec();
+    may_be_denied.push("fcall");
+    falls_back_and_recovers_denied(
+        "standalone without functions",
+        &s.url(),
+        &s.url(),
+        &[&s],
+        &may_be_denied,
+    );
 }
 
 /// A key that holds something else than an rl window (here a plain string written while the

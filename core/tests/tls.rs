@@ -231,10 +231,12 @@ fn a_tls_sentinel_trio_leads_to_the_primary_with_the_urls_certificates() {
     // The Sentinels were asked over TLS, and named the primary's TLS port, which the limiter used.
     let on_tls = clients_on(trio.primary(), trio.tls_port(0).unwrap());
     // Sentinels (named `sentinel-...`) and the replica (`cmd=replconf`) connect there too; the
-    // limiter's connection last sent a decision or heartbeat (EVALSHA) or its primary check (INFO).
+    // limiter's connection last sent a decision (FCALL), a heartbeat (EVALSHA) or its primary
+    // check (INFO).
     let ours = |c: &Vec<String>| {
         !c.iter().any(|f| f.starts_with("name=sentinel-"))
-            && c.iter().any(|f| f == "cmd=evalsha" || f == "cmd=info")
+            && c.iter()
+                .any(|f| f == "cmd=fcall" || f == "cmd=evalsha" || f == "cmd=info")
     };
     assert!(
         on_tls.iter().any(ours),

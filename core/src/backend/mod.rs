@@ -3,6 +3,7 @@
 
 pub(crate) mod coalesce;
 pub(crate) mod connection;
+pub(crate) mod functions;
 pub(crate) mod memory;
 pub(crate) mod redis;
 pub(crate) mod script;

@@ -1,7 +1,7 @@
-//! The Redis backend: EVALSHA of `lua/sliding_window.lua` (`script.rs`) over the topology's
-//! connection (`topology.rs`, `connection.rs`), with concurrent requests for one key sharing one
-//! call (`coalesce.rs`); also the heartbeat, primary discovery and repair calls the resilient path
-//! makes.
+//! The Redis backend: `lua/sliding_window.lua`, by FCALL of its library (`functions.rs`) or by
+//! EVALSHA (`script.rs`), over the topology's connection (`topology.rs`, `connection.rs`), with
+//! concurrent requests for one key sharing one call (`coalesce.rs`); also the heartbeat, primary
+//! discovery and repair calls the resilient path makes.
 //!
 //! The connection is made lazily on first use: opening a limiter never blocks or fails because
 //! Redis is briefly away, and a limiter outlives Redis restarts and failovers. Bounding a decision
@@ -21,7 +21,8 @@ use tokio::sync::oneshot;
 
 use super::coalesce::{Op, Queues, Turn, Waiter, MAX_WAITING};
 use super::connection::{Conn, Connector};
-use super::script::{self, parse_reply, HEARTBEAT, REPAIR, SLIDING_WINDOW};
+use super::functions::Caller;
+use super::script::{self, parse_reply, HEARTBEAT, REPAIR};
 use super::topology;
 use super::{Request, Verdict};
 use crate::clock::Clock;
@@ -38,6 +39,8 @@ struct Shared {
     clock: Option<Arc<dyn Clock>>,
     max_skew_ms: u64,
     queues: Queues,
+    /// FCALL of the window library, or EVALSHA where functions are refused.
+    caller: Caller,
 }
 
 impl std::fmt::Debug for RedisBackend {
@@ -110,6 +113,7 @@ impl RedisBackend {
                 clock: options.clock.clone(),
                 max_skew_ms: options.max_clock_skew_ms,
                 queues: Queues::default(),
+                caller: Caller::default(),
             }),
         })
     }
@@ -268,30 +272,27 @@ impl RedisBackend {
             .await
     }
 
-    /// Returns a lease and/or takes a new one for `redis_key` (the script's convention 3).
+    /// Returns a lease and/or takes a new one for `redis_key` (the script's convention 3), by FCALL
+    /// like a decision (EVALSHA where functions are refused).
     pub(crate) async fn lease(&self, redis_key: &[u8], c: &LeaseCall<'_>) -> Result<LeaseReply> {
         let shared = &self.shared;
         shared
             .bounded("lease", async {
                 let (id, mut conn) = shared.connector.get().await?;
                 let client_now = shared.clock.as_ref().map(|c| c.now_ms());
-                let r = SLIDING_WINDOW
-                    .key(redis_key)
-                    .arg("rl1L")
-                    .arg(script::pack(&[client_now.unwrap_or(0), shared.max_skew_ms]))
-                    .arg(script::pack(&[
-                        c.window_ms,
-                        c.limit,
-                        c.want,
-                        c.min,
-                        c.lease_ms,
-                        c.seq,
-                        c.old_seq,
-                        c.old_used,
-                    ]))
-                    .arg(c.instance)
-                    .invoke_async::<redis::Value>(&mut conn)
-                    .await;
+                let clock = script::pack(&[client_now.unwrap_or(0), shared.max_skew_ms]);
+                let rule = script::pack(&[
+                    c.window_ms,
+                    c.limit,
+                    c.want,
+                    c.min,
+                    c.lease_ms,
+                    c.seq,
+                    c.old_seq,
+                    c.old_used,
+                ]);
+                let args: [&[u8]; 4] = [b"rl1L", &clock, &rule, c.instance.as_bytes()];
+                let r = shared.caller.call(&mut conn, redis_key, &args).await;
                 let reply = shared.check(id, r)?;
                 script::parse_lease_reply(reply, client_now, shared.max_skew_ms)
             })
@@ -502,15 +503,14 @@ impl Shared {
     async fn call(&self, redis_key: &[u8], ops: &[Op]) -> Result<Vec<Verdict>> {
         let (id, mut conn): (u64, Conn) = self.connector.get().await?;
         let client_now = self.clock.as_ref().map(|c| c.now_ms());
-        let mut inv = SLIDING_WINDOW.key(redis_key);
-        inv.arg("rl1")
-            .arg(script::pack(&[client_now.unwrap_or(0), self.max_skew_ms]));
+        let clock = script::pack(&[client_now.unwrap_or(0), self.max_skew_ms]);
         let mut requests = Vec::with_capacity(ops.len() * 4);
         for op in ops {
             requests.extend_from_slice(&[op.consume as u64, op.window_ms, op.limit, op.cost]);
         }
-        inv.arg(script::pack(&requests));
-        let reply = self.check(id, inv.invoke_async::<redis::Value>(&mut conn).await)?;
+        let requests = script::pack(&requests);
+        let args: [&[u8]; 3] = [b"rl1", &clock, &requests];
+        let reply = self.check(id, self.caller.call(&mut conn, redis_key, &args).await)?;
         parse_reply(reply, ops.len(), client_now, self.max_skew_ms)
     }
 }

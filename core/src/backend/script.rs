@@ -1,8 +1,9 @@
 //! The one Lua script, compiled in, and the native calling convention's reply.
 //!
 //! The file is the same `lua/sliding_window.lua` a script-calling gateway loads, so a fleet can
-//! mix both kinds of caller on one window. redis-rs sends it by EVALSHA and, on `NOSCRIPT` (after
-//! a restart, failover or `SCRIPT FLUSH`), loads it and retries at once.
+//! mix both kinds of caller on one window. On Redis >= 7 rl calls it as a Functions library
+//! (`functions.rs`); otherwise redis-rs sends it by EVALSHA and, on `NOSCRIPT` (after a restart,
+//! failover or `SCRIPT FLUSH`), loads it and retries at once.
 
 use std::sync::LazyLock;
 

@@ -1,0 +1,45 @@
+#!/usr/bin/env python3
+"""Commands for redis-cli's stdin (one per line, binary arguments as "\\xHH"): N calls of one
+script in one scenario, after loading it. Used by cost.sh to price lua/sliding_window.lua against
+lua/baseline_zset.lua per call (see cost.sh).
+
+usage: gen.py {raw|rl|fcall|design} {admit|deny} N LUA_FILE [LIB_NAME]
+"""
+import hashlib
+import struct
+import sys
+
+
+def q(b: bytes) -> str:
+    return '"' + ''.join('\\x%02x' % c for c in b) + '"'
+
+
+def main():
+    kind, scenario, n, lua = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    src = open(lua, 'rb').read()
+    sha = hashlib.sha1(src).hexdigest()
+    # admit: a limit never reached; deny: the first 10 admitted, the rest denied (the steady
+    # state of a hot key over its limit, what most calls of a throughput run are).
+    limit, window = (10**12, 1000) if scenario == 'admit' else (10, 600000)
+    out = []
+    if kind == 'fcall':
+        out.append('FUNCTION LOAD REPLACE ' + q(src))
+    else:
+        out.append('SCRIPT LOAD ' + q(src))
+    for i in range(n):
+        if kind == 'raw':
+            out.append('EVALSHA %s 1 zkey %d %d m%d' % (sha, limit, window, i))
+        elif kind == 'design':
+            out.append('EVALSHA %s 2 rl:{k} rl:cfg:{k} 1700000000000 %d %d 0 0 gw' % (sha, window, limit))
+        else:
+            args = 'rl1 %s %s' % (q(struct.pack('>dd', 0, 1000)),
+                                  q(struct.pack('>dddd', 1, window, limit, 1)))
+            if kind == 'fcall':
+                out.append('FCALL %s 1 rl:{k} %s' % (sys.argv[5], args))
+            else:
+                out.append('EVALSHA %s 1 rl:{k} %s' % (sha, args))
+    out.append('INFO commandstats')
+    print('\n'.join(out))
+
+
+main()
