@@ -150,7 +150,7 @@ pub async fn run_processes(kind: Kind, setup: &Setup, admin: &Admin) -> CliResul
         }
         Ok(())
     })();
-    let result = gather(kind, setup, admin, &mut children, spawned).await;
+    let result = gather(setup, admin, &mut children, spawned).await;
     // Whatever happened, no worker outlives the run.
     for c in &mut children {
         let _ = c.kill();
@@ -160,7 +160,6 @@ pub async fn run_processes(kind: Kind, setup: &Setup, admin: &Admin) -> CliResul
 }
 
 async fn gather(
-    _kind: Kind,
     setup: &Setup,
     admin: &Admin,
     children: &mut [Child],
