@@ -117,6 +117,8 @@ pub struct Row {
     /// Sum over those windows of min(offered in it, limit).
     pub admissible_in_full_windows: u64,
     pub admitted_in_full_windows: u64,
+    /// Admitted in each full window, in order: where an under-admission sits.
+    pub admitted_per_full_window: Vec<u64>,
     /// 100 * (1 - admitted / admissible), over the full windows (negative: more than the
     /// tumbling-window share, which a sliding window may do).
     pub under_admission_pct: f64,
@@ -132,7 +134,10 @@ impl Row {
         let decisions = t.allowed + t.denied;
         let per = |x: u64| (decisions > 0).then(|| x as f64 / decisions as f64);
         let max_in = rl_core::audit::max_in_any_window(&t.admitted, setup.window_ms);
-        let (full_windows, admissible, admitted_full) = full_windows(setup, &run);
+        let per_window = full_windows(setup, &run);
+        let full_windows = per_window.len() as u64;
+        let admissible: u64 = per_window.iter().map(|w| w.0).sum();
+        let admitted_full: u64 = per_window.iter().map(|w| w.1).sum();
         let under = if admissible > 0 {
             100.0 * (1.0 - admitted_full as f64 / admissible as f64)
         } else {
@@ -187,6 +192,7 @@ impl Row {
             full_windows,
             admissible_in_full_windows: admissible,
             admitted_in_full_windows: admitted_full,
+            admitted_per_full_window: per_window.iter().map(|w| w.1).collect(),
             under_admission_pct: under,
             modes: t.modes.clone(),
             stats: run.stats,
@@ -195,17 +201,16 @@ impl Row {
     }
 }
 
-/// Tumbling windows [kW, (k+1)W) of the deciding clock wholly inside the schedule: how many, what
-/// they could admit (min(offered, limit) each, offers placed at their scheduled time) and what
-/// they did admit.
-fn full_windows(setup: &Setup, run: &Run) -> (u64, u64, u64) {
+/// Tumbling windows [kW, (k+1)W) of the deciding clock wholly inside the schedule, each with what
+/// it could admit (min(offered, limit), offers placed at their scheduled time) and what it did.
+fn full_windows(setup: &Setup, run: &Run) -> Vec<(u64, u64)> {
     let w = setup.window_ms;
     let first_ms = run.server_start_us / 1000;
     let end_ms = (run.server_start_us + run.plan.span_us) / 1000;
     let k0 = first_ms.div_ceil(w);
     let k1 = end_ms / w;
     if k1 <= k0 {
-        return (0, 0, 0);
+        return Vec::new();
     }
     let n = (k1 - k0) as usize;
     let slot = |ms: u64| -> Option<usize> {
@@ -224,8 +229,11 @@ fn full_windows(setup: &Setup, run: &Run) -> (u64, u64, u64) {
             admitted[i] += cost;
         }
     }
-    let admissible = offered.iter().map(|&o| o.min(setup.limit)).sum();
-    (n as u64, admissible, admitted.iter().sum())
+    offered
+        .iter()
+        .zip(admitted)
+        .map(|(&o, a)| (o.min(setup.limit), a))
+        .collect()
 }
 
 impl HotKeyReport {
