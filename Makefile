@@ -1,6 +1,6 @@
 # One entry point. `make test` runs every test (installing what is missing); `make bench` runs the
 # design's benchmark against a private local Redis; `make demo` shows one key being limited.
-.PHONY: build test bench throughput demo scenarios clean
+.PHONY: build test bench throughput demo scenarios hotkey clean
 
 build:
 	cargo build --release -p rl-cli
@@ -26,3 +26,10 @@ scenarios:
 
 clean:
 	cargo clean
+
+# The design's scenario C: one hot key, 8 instances, offered 4x what the plain per-request path
+# decides; plain, coalescing, leases and leases + denial cache side by side (sharded too when
+# --redis names a Cluster), against a private redis-server. HOTKEY_ARGS adds flags, e.g.
+# HOTKEY_ARGS="--processes 8".
+hotkey: build
+	target/release/rl bench --scenario hot-key --duration 5s $(HOTKEY_ARGS)

@@ -30,6 +30,9 @@ pub enum Command {
     Throughput(ThroughputArgs),
     /// Every limiter option (for --option NAME=VALUE): default, accepted values, what it does
     Options,
+    /// One process of `rl bench --scenario hot-key --processes N` (internal)
+    #[command(hide = true)]
+    BenchWorker(WorkerArgs),
 }
 
 /// Where the key lives. The env fallback exists for one-off commands only; the benchmarks insist on
@@ -131,10 +134,14 @@ pub struct BenchArgs {
     /// Window length
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
     pub window: u64,
-    /// Permits allowed in any window
-    #[arg(long, value_name = "N", default_value_t = 5000)]
+    /// Permits allowed in any window [default: 5000; --scenario hot-key: half of what the plain
+    /// path decides in a window]
+    #[arg(long = "limit", value_name = "N")]
+    pub limit_arg: Option<u64>,
+    /// The limit in effect: --limit, or the default the mode chose (set by `bench::run`).
+    #[arg(skip = 5000u64)]
     pub limit: u64,
-    /// How long load is offered
+    /// How long load is offered (per contender with --scenario hot-key)
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
     pub duration: u64,
     /// The one key every instance hits (reset before the run)
@@ -171,6 +178,39 @@ pub struct BenchArgs {
     /// No progress bar
     #[arg(long, short)]
     pub quiet: bool,
+    /// hot-key: the design's scenario C. Measures what the plain per-request path decides per
+    /// second (closed loop), then offers --load-factor times that to each contender in turn
+    #[arg(long, value_enum)]
+    pub scenario: Option<Scenario>,
+    /// hot-key: which contenders, comma-separated [default: plain,coalesce,leases,leases+denial,
+    /// and sharded on a Cluster]
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    pub contenders: Vec<String>,
+    /// hot-key: the offered load as a multiple of the plain path's measured decisions/s
+    #[arg(long, value_name = "F", default_value_t = 4.0, value_parser = positive_f64)]
+    pub load_factor: f64,
+    /// hot-key: how long the closed-loop measurement of the plain path runs
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
+    pub probe: u64,
+    /// hot-key: run the load from N OS processes with one limiter each (instead of --instances
+    /// limiters in this process), all sharing one Redis
+    #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=256))]
+    pub processes: u32,
+}
+
+/// A named benchmark scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Scenario {
+    /// One hot key, several contenders side by side (plain, coalescing, leases, leases + denial
+    /// cache, sharded on a Cluster)
+    HotKey,
+}
+
+/// `rl bench --processes`: one worker process's orders, as JSON (internal).
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    #[arg(long)]
+    pub spec: String,
 }
 
 #[derive(Debug, Args)]

@@ -64,6 +64,7 @@ fn main() -> ExitCode {
         Command::Bench(a) => bench::run(a),
         Command::Throughput(a) => throughput::run(a),
         Command::Options => options::list(),
+        Command::BenchWorker(a) => bench::hotkey::worker::run(a),
     };
     match outcome {
         Ok(code) => ExitCode::from(code),

@@ -182,6 +182,11 @@ impl Admin {
             .ok_or_else(|| Failure::new(format!("no Cluster master serves slot {slot}")))
     }
 
+    /// How many masters the figures are summed over (more than one: a Cluster).
+    pub fn masters(&self) -> usize {
+        self.masters.len()
+    }
+
     /// A new client of the master that holds `key`, for a baseline script that works on it.
     pub async fn client_for(&self, key: &[u8]) -> CliResult<redis::Client> {
         let info = self.master_for(key)?.info.clone();
@@ -265,6 +270,7 @@ impl Admin {
             let text: String = redis::cmd("INFO")
                 .arg("stats")
                 .arg("commandstats")
+                .arg("cpu")
                 .query_async(&mut c)
                 .await?;
             sum.add(&Snapshot::parse(&text));
@@ -352,6 +358,7 @@ impl Admin {
             client_calls,
             total,
             client_usec,
+            cpu_us: after.cpu_us.saturating_sub(before.cpu_us),
             per_command,
         })
     }
@@ -393,11 +400,15 @@ pub struct Snapshot {
     pub calls: BTreeMap<String, u64>,
     /// `cmdstat_<name>` usec: server time spent in the command (a script's includes its calls).
     pub usec: BTreeMap<String, u64>,
+    /// `used_cpu_sys + used_cpu_user`, µs: the whole server process's CPU, including the I/O and
+    /// protocol work `usec` leaves out.
+    pub cpu_us: u64,
 }
 
 impl Snapshot {
     fn add(&mut self, other: &Snapshot) {
         self.total_commands += other.total_commands;
+        self.cpu_us += other.cpu_us;
         for (name, calls) in &other.calls {
             *self.calls.entry(name.clone()).or_default() += calls;
         }
@@ -412,6 +423,11 @@ impl Snapshot {
             let line = line.trim();
             if let Some(v) = line.strip_prefix("total_commands_processed:") {
                 s.total_commands = v.parse().unwrap_or(0);
+            } else if let Some(v) = line
+                .strip_prefix("used_cpu_sys:")
+                .or_else(|| line.strip_prefix("used_cpu_user:"))
+            {
+                s.cpu_us += (v.parse::<f64>().unwrap_or(0.0) * 1e6) as u64;
             } else if let Some(rest) = line.strip_prefix("cmdstat_") {
                 let Some((name, fields)) = rest.split_once(':') else {
                     continue;
@@ -440,6 +456,8 @@ pub struct CommandCounts {
     /// Redis's own time executing the client-sent commands, µs: what the run cost Redis's one
     /// thread, whatever the client's overheads.
     pub client_usec: u64,
+    /// The Redis processes' CPU time over the run (summed over masters), µs.
+    pub cpu_us: u64,
     pub per_command: BTreeMap<String, u64>,
 }
 

@@ -147,3 +147,102 @@ fn compare_fixed_window_spikes_past_the_limit_while_sliding_stays_within_it() {
         "private redis-server {pid} outlived rl"
     );
 }
+
+/// `rl bench --scenario hot-key` on a private redis-server, briefly: every contender is in the
+/// report with every figure, and none admitted more than the limit in any window. No speed is
+/// asserted (a debug build on a shared machine); the local fallback is off because its budget
+/// (limit / instances per instance) is not the exact bound this test is about, and an overloaded
+/// debug client would otherwise trip the slow-round-trip switch to it.
+fn hot_key(extra: &[&str]) -> Value {
+    let redis = RedisServer::start().expect("start redis-server (apt-get install redis-server)");
+    let url = redis.url();
+    let mut args = vec![
+        "bench",
+        "--scenario",
+        "hot-key",
+        "--duration",
+        "1s",
+        "--window",
+        "500ms",
+        "--probe",
+        "300ms",
+        "--load-factor",
+        "2",
+        "--json",
+        "--redis",
+        &url,
+        "-o",
+        "local_fallback=false",
+    ];
+    args.extend_from_slice(extra);
+    report(&rl(&args))
+}
+
+fn check_hot_key(r: &Value, contenders: &[&str]) {
+    assert_eq!(r["scenario"], "hot-key");
+    assert!(r["probe"]["decisions_per_s"].as_f64().unwrap() > 0.0, "{r}");
+    assert!(r["offered_per_s"].as_f64().unwrap() > 0.0, "{r}");
+    let limit = u(r, &["limit"]);
+    let rows = r["contenders"].as_array().expect("contenders");
+    let names: Vec<&str> = rows
+        .iter()
+        .map(|x| x["contender"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, contenders);
+    for x in rows {
+        for f in [
+            "decisions_per_s",
+            "admitted_per_s",
+            "offered_per_s",
+            "redis_calls_per_decision",
+            "redis_commands_per_decision",
+            "redis_command_us_per_decision",
+            "redis_cpu_us_per_decision",
+            "under_admission_pct",
+        ] {
+            assert!(x[f].as_f64().is_some(), "{f} missing: {x}");
+        }
+        for q in ["p50_us", "p99_us", "p999_us"] {
+            assert!(x["latency"][q].as_u64().is_some(), "latency {q}: {x}");
+        }
+        for t in [
+            "zero_overshoot",
+            "admitted_95pct",
+            "redis_calls_1pct",
+            "all_met",
+        ] {
+            assert!(x["targets"][t].is_boolean(), "target {t}: {x}");
+        }
+        assert!(u(x, &["decisions"]) > 0, "{x}");
+        assert!(u(x, &["admitted"]) > 0, "{x}");
+        let max = u(x, &["max_admitted_in_window"]);
+        assert!(
+            max <= limit,
+            "{}: {max} in one window, limit {limit}",
+            x["contender"]
+        );
+        assert_eq!(u(x, &["overshoot"]), 0, "{x}");
+        assert_eq!(x["targets"]["zero_overshoot"], true, "{x}");
+    }
+    let leased = rows.iter().find(|x| x["contender"] == "leases").unwrap();
+    assert!(
+        u(leased, &["stats", "leases_taken"]) > 0,
+        "leases contender took none: {leased}"
+    );
+}
+
+#[test]
+fn hot_key_scenario_reports_every_contender_without_overshoot() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let r = hot_key(&[]);
+    assert_eq!(r["processes"], 0);
+    check_hot_key(&r, &["plain", "coalesce", "leases", "leases+denial"]);
+}
+
+#[test]
+fn hot_key_scenario_runs_from_several_processes() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let r = hot_key(&["--processes", "3", "--contenders", "plain,leases"]);
+    assert_eq!((u(&r, &["processes"]), u(&r, &["instances"])), (3, 3));
+    check_hot_key(&r, &["plain", "leases"]);
+}

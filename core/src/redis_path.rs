@@ -260,6 +260,11 @@ impl RedisPath {
         }
         if self.denial_cache {
             if let Some(v) = self.denials.check(redis_key, req, self.clock.as_deref()) {
+                // A replayed denial is ready at once: spend tokio's cooperative budget, so that a
+                // caller looping on a denied key yields now and then and cannot starve the
+                // connection tasks that share its runtime thread (a 16-task closed loop timed
+                // every Redis call out without this).
+                tokio::task::consume_budget().await;
                 return Ok((v, Mode::Normal, req.limit));
             }
         }
@@ -360,6 +365,8 @@ impl RedisPath {
                         self.ledger
                             .record(redis_key, req.window_ms, v.now_ms, req.cost, v.used);
                     }
+                    // Ready at once, like a replayed denial: yield now and then (see `decide`).
+                    tokio::task::consume_budget().await;
                     return Some((v, Mode::Lease, req.limit));
                 }
                 Step::Plain => return None,

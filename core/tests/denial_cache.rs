@@ -466,3 +466,52 @@ fn on_by_default_and_zero_on_the_memory_backend() {
     }
     assert_eq!(m.stats().denials_cached, 0);
 }
+
+/// A task looping on a denied key gets every answer at once from the cache; it must still yield
+/// now and then, or the Redis calls of other tasks on the same runtime thread never run (a
+/// 16-task closed loop timed every Redis call out before the cached path spent tokio's budget).
+#[test]
+fn a_task_spinning_on_a_cached_denial_does_not_starve_redis_calls() {
+    let server = server();
+    let limiter = limiter(&server);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        assert!(limiter.acquire("spin", 1, 60_000, 1).await.unwrap().allowed);
+        assert!(!limiter.acquire("spin", 1, 60_000, 1).await.unwrap().allowed);
+        let spinning = limiter.clone();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stop2 = stop.clone();
+        // Never awaits anything but the limiter: only the limiter can let others run.
+        let spinner = tokio::spawn(async move {
+            let mut n = 0u64;
+            while !stop2.load(std::sync::atomic::Ordering::Relaxed) {
+                assert!(
+                    !spinning
+                        .acquire("spin", 1, 60_000, 1)
+                        .await
+                        .unwrap()
+                        .allowed
+                );
+                n += 1;
+            }
+            n
+        });
+        tokio::task::yield_now().await;
+        let started = Instant::now();
+        for i in 0..20 {
+            let d = limiter.acquire(format!("other-{i}"), 10, 60_000, 1).await;
+            assert!(
+                d.as_ref().is_ok_and(|d| d.allowed),
+                "call {i} on another key beside the spinner: {d:?} after {:?}",
+                started.elapsed()
+            );
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let spun = spinner.await.unwrap();
+        assert!(spun > 0, "the spinner ran");
+        assert!(limiter.stats().denials_cached >= spun);
+    });
+}

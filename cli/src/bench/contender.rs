@@ -6,11 +6,18 @@ use std::sync::Arc;
 use rl_core::Limiter;
 
 use super::fixed_window::FixedWindow;
+use crate::throughput::raw_zset::RawZset;
 
 #[derive(Clone)]
 pub enum Contender {
-    Sliding { limiter: Limiter, key: Arc<str> },
+    Sliding {
+        limiter: Limiter,
+        key: Arc<str>,
+    },
     Fixed(FixedWindow),
+    /// The hot-key scenario's "plain per-request" path: the raw ZSET script, one EVALSHA per
+    /// decision (rl-core always coalesces, so this is the honest one-call-per-request contender).
+    Plain(RawZset),
 }
 
 /// What the audit needs from a decision: whether it admitted, and the deciding clock's time.
@@ -39,6 +46,15 @@ impl Contender {
                     allowed: d.allowed,
                     now_ms: d.now_ms,
                     mode: "fixed-window",
+                })
+                .map_err(|e| e.to_string()),
+            Contender::Plain(z) => z
+                .decide(limit, window_ms)
+                .await
+                .map(|(allowed, now_ms)| Verdict {
+                    allowed,
+                    now_ms,
+                    mode: "plain",
                 })
                 .map_err(|e| e.to_string()),
         }

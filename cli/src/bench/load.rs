@@ -23,12 +23,17 @@ pub struct Tally {
     pub send_lag: Histogram<u64>,
     /// `(now_ms, cost)` of every admitted request, for the exactness audit.
     pub admitted: Vec<(u64, u64)>,
+    /// The same, without the local fallback's decisions: what Redis (directly or through a
+    /// lease) admitted, whose bound is exact; the fallback's is limit / instances per instance.
+    pub admitted_redis: Vec<(u64, u64)>,
     pub allowed: u64,
     pub denied: u64,
     pub errors: u64,
     pub shed: u64,
     pub first_error: Option<String>,
     pub modes: BTreeMap<&'static str, u64>,
+    /// Send to answer per deciding path, µs: the leased decisions' own latency.
+    pub latency_by_mode: BTreeMap<&'static str, Histogram<u64>>,
 }
 
 enum Sample {
@@ -94,12 +99,14 @@ pub async fn drive(
         latency: latency::histogram(),
         send_lag: latency::histogram(),
         admitted: Vec::with_capacity(pb.length().unwrap_or(0) as usize),
+        admitted_redis: Vec::new(),
         allowed: 0,
         denied: 0,
         errors: 0,
         shed: 0,
         first_error: None,
         modes: BTreeMap::new(),
+        latency_by_mode: BTreeMap::new(),
     };
     let mut seen: u64 = 0;
     while let Some(s) = rx.recv().await {
@@ -120,9 +127,18 @@ pub async fn drive(
                 match verdict {
                     Ok(v) => {
                         *t.modes.entry(v.mode).or_default() += 1;
+                        latency::record(
+                            t.latency_by_mode
+                                .entry(v.mode)
+                                .or_insert_with(latency::histogram),
+                            lat,
+                        );
                         if v.allowed {
                             t.allowed += 1;
                             t.admitted.push((v.now_ms, 1));
+                            if v.mode != "local" {
+                                t.admitted_redis.push((v.now_ms, 1));
+                            }
                         } else {
                             t.denied += 1;
                         }

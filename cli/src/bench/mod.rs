@@ -5,6 +5,7 @@
 mod clock;
 mod contender;
 mod fixed_window;
+pub mod hotkey;
 mod load;
 mod memory;
 mod report;
@@ -45,7 +46,11 @@ impl Kind {
 /// would exhaust memory before the first request.
 const MAX_OFFERED: f64 = 50_000_000.0;
 
-pub fn run(a: BenchArgs) -> CliResult<u8> {
+pub fn run(mut a: BenchArgs) -> CliResult<u8> {
+    if a.scenario.is_some() {
+        return hotkey::run(a);
+    }
+    a.limit = a.limit_arg.unwrap_or(5000);
     if a.duration == 0 {
         return Err(Failure::new("--duration must be longer than 0 ms"));
     }

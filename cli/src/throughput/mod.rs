@@ -2,7 +2,7 @@
 //! Redis, next to the cheapest script a gateway could call by hand, in the same run so both see the
 //! same machine. Closed loop: each task sends its next request when the previous one returns.
 
-mod raw_zset;
+pub mod raw_zset;
 mod report;
 
 use std::sync::Arc;

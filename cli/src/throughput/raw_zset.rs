@@ -55,10 +55,22 @@ impl RawZset {
         &self.key
     }
 
+    /// Members from `base` on: several callers of one key (the hot-key bench's instances and
+    /// processes) each take their own range so no member is ever reused.
+    pub fn with_member_base(mut self, base: u64) -> RawZset {
+        self.seq = Arc::new(AtomicU64::new(base));
+        self
+    }
+
     pub async fn acquire(&self, limit: u64, window_ms: u64) -> redis::RedisResult<bool> {
+        Ok(self.decide(limit, window_ms).await?.0)
+    }
+
+    /// Whether it admitted, and Redis's time of the decision in ms.
+    pub async fn decide(&self, limit: u64, window_ms: u64) -> redis::RedisResult<(bool, u64)> {
         let mut c = self.conn.clone();
         let member = self.seq.fetch_add(1, Ordering::Relaxed);
-        let (allowed, _count, _now): (i64, i64, i64) = self
+        let (allowed, _count, now): (i64, i64, u64) = self
             .script
             .key(&*self.key)
             .arg(limit)
@@ -66,6 +78,6 @@ impl RawZset {
             .arg(member)
             .invoke_async(&mut c)
             .await?;
-        Ok(allowed == 1)
+        Ok((allowed == 1, now))
     }
 }
