@@ -518,3 +518,106 @@ async fn a_lowered_limit_binds_every_decision_at_once_while_leases_are_out() {
     assert!(n_low > 0 && leased_low > 0, "the low limit leased too");
     assert!(max_in_any_window(&all.iter().map(|a| (a.0, a.1)).collect::<Vec<_>>(), window) <= high);
 }
+
+/// A Sentinel failover (primary SIGKILLed) under load with leases on: every call is answered,
+/// the fallback counts leased permits in its budget and the repair writes them back, so no window
+/// admits more than the fallback's bound, limit x (1 + 1/instances), as without leases (see
+/// `topologies.rs`); after the promotion the instances lease again from the new primary.
+#[test]
+fn across_a_sentinel_failover_leases_stay_within_the_fallback_bound_and_resume() {
+    let _heavy = heavy();
+    let mut trio = rl_harness::SentinelTrio::start().unwrap();
+    let rt = runtime();
+    let (n, limit, window) = (4usize, 500u64, 1000u64);
+    let url = trio.url();
+    let limiters: Vec<Limiter> = (0..n)
+        .map(|_| {
+            let o = Options {
+                leases: Leases::On,
+                lease_ms: 100,
+                ..Options::default()
+            };
+            Limiter::open(Some(&url), o).unwrap()
+        })
+        .collect();
+    rt.block_on(async {
+        for l in &limiters {
+            l.acquire("warm-up", 1000, 1000, 1).await.unwrap();
+        }
+    });
+    wait_until(
+        "every instance sees 4 live instances",
+        Duration::from_secs(5),
+        || limiters.iter().all(|l| l.stats().instances == n as u64),
+    );
+    let (records, killed, promoted) = std::thread::scope(|s| {
+        let load = s.spawn(|| {
+            rt.block_on(drive(
+                &limiters,
+                "lease-failover",
+                limit,
+                window,
+                250,
+                Duration::from_secs(8),
+            ))
+        });
+        std::thread::sleep(Duration::from_secs(2));
+        let killed = Instant::now();
+        trio.kill_primary().unwrap();
+        trio.wait_for_failover(Duration::from_secs(20)).unwrap();
+        (load.join().unwrap(), killed, Instant::now())
+    });
+    assert!(
+        records.iter().all(|r| r.result.is_ok()),
+        "a call failed: {:?}",
+        records.iter().find(|r| r.result.is_err())
+    );
+    let before = records
+        .iter()
+        .filter(|r| r.started < killed && r.mode() == Some(Mode::Lease))
+        .count();
+    // Offered at twice the limit, the window stays nearly full after the promotion, and a nearly
+    // full window is decided per request (leases are at most a fair share of what is left). Once
+    // the window has emptied, each instance leases the same key again from the new primary.
+    std::thread::sleep(Duration::from_millis(window + 200));
+    let after = rt.block_on(async {
+        let mut after = 0;
+        for l in &limiters {
+            for _ in 0..3 {
+                let d = l.acquire("lease-failover", limit, window, 1).await.unwrap();
+                after += usize::from(d.mode == Mode::Lease);
+            }
+        }
+        after
+    });
+    let admitted: Vec<_> = records.iter().filter_map(|r| r.admitted()).collect();
+    let max = max_in_any_window(&admitted, window);
+    let bound = limit + limit / n as u64;
+    let stats: Vec<_> = limiters.iter().map(|l| l.stats()).collect();
+    eprintln!(
+        "sentinel failover with leases: {}; leased before the kill {before}, after the promotion \
+         (3 calls per instance, window empty) {after}; max in any window {max} (limit {limit}, bound {bound}); repaired {}",
+        per_mode(&records),
+        stats.iter().map(|s| s.repaired_permits).sum::<u64>()
+    );
+    assert!(before > 0, "leased before the failover");
+    assert!(
+        after >= n,
+        "every instance leases again on the new primary: {after}"
+    );
+    assert!(max <= bound, "{max} admitted in one window; bound {bound}");
+    let tail: Vec<_> = records.iter().rev().take(200).collect();
+    assert!(
+        tail.iter()
+            .all(|r| matches!(r.mode(), Some(Mode::Normal | Mode::Lease))),
+        "the last decisions were not all made by the new primary or its leases"
+    );
+    for s in &stats {
+        assert_eq!(s.failovers, 1, "each instance saw one new primary: {s:?}");
+    }
+    rt.block_on(async {
+        for l in &limiters {
+            let _ = l.close().await;
+        }
+    });
+}
