@@ -338,6 +338,10 @@ async fn across_a_redis_restart_leased_grants_are_repaired_and_the_holder_renews
         s.leases_taken > before,
         "the holder renewed on the new server: {s:?}"
     );
+    assert!(
+        s.repaired_permits >= 10,
+        "the repair wrote back at least the 10 granted (from the lease) before the restart: {s:?}"
+    );
     let lease_key = [a.redis_key("restart"), b":l".to_vec()].concat();
     assert_eq!(
         cmd(&server, &[b"EXISTS", &lease_key]).as_int(),
@@ -595,9 +599,10 @@ fn across_a_sentinel_failover_leases_stay_within_the_fallback_bound_and_resume()
     let bound = limit + limit / n as u64;
     let stats: Vec<_> = limiters.iter().map(|l| l.stats()).collect();
     eprintln!(
-        "sentinel failover with leases: {}; leased before the kill {before}, after the promotion \
-         (3 calls per instance, window empty) {after}; max in any window {max} (limit {limit}, bound {bound}); repaired {}",
+        "sentinel failover with leases: {}; promoted {} ms after the kill; leased before the \
+         kill {before}, after the promotion (3 calls per instance, window empty) {after}; max in any window {max} (limit {limit}, bound {bound}); repaired {}",
         per_mode(&records),
+        (promoted - killed).as_millis(),
         stats.iter().map(|s| s.repaired_permits).sum::<u64>()
     );
     assert!(before > 0, "leased before the failover");
