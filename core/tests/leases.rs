@@ -457,7 +457,7 @@ async fn a_lowered_limit_binds_every_decision_at_once_while_leases_are_out() {
             tasks.push(tokio::spawn(async move {
                 let mut rng = Rng(0xD1B5_4A32_D192_ED03 ^ (i as u64 * 17 + c + 1));
                 let mut admitted = Vec::new();
-                let mut lease_under_low = 0u64;
+                let (mut lease_under_low, mut lease_under_high) = (0u64, 0u64);
                 while start.elapsed() < Duration::from_millis(3 * window) {
                     let limit = if lowered.load(Ordering::Relaxed) {
                         low
@@ -468,25 +468,30 @@ async fn a_lowered_limit_binds_every_decision_at_once_while_leases_are_out() {
                     let d = l.acquire("lower", limit, window, cost).await.unwrap();
                     if d.allowed {
                         admitted.push((d.now_ms, cost, limit));
-                        if limit == low && d.mode == Mode::Lease {
-                            lease_under_low += 1;
+                        if d.mode == Mode::Lease {
+                            if limit == low {
+                                lease_under_low += 1;
+                            } else {
+                                lease_under_high += 1;
+                            }
                         }
                     }
                     if rng.next().is_multiple_of(8) {
                         tokio::task::yield_now().await;
                     }
                 }
-                (admitted, lease_under_low)
+                (admitted, lease_under_low, lease_under_high)
             }));
         }
     }
     tokio::time::sleep(Duration::from_millis(window + window / 2)).await;
     lowered.store(true, Ordering::Relaxed);
-    let (mut all, mut leased_low) = (Vec::new(), 0);
+    let (mut all, mut leased_low, mut leased_high) = (Vec::new(), 0, 0);
     for t in tasks {
-        let (a, n) = t.await.unwrap();
+        let (a, n, h) = t.await.unwrap();
         all.extend(a);
         leased_low += n;
+        leased_high += h;
     }
     for l in &instances {
         l.close().await.unwrap();
@@ -508,8 +513,8 @@ async fn a_lowered_limit_binds_every_decision_at_once_while_leases_are_out() {
     }
     let stats: Vec<_> = instances.iter().map(|l| l.stats()).collect();
     eprintln!(
-        "lowered limit {high} -> {low}: {} admissions ({n_low} under the low limit, {leased_low} \
-         of them from leases); worst span ending at a high-limit admission {worst_high}, at a \
+        "lowered limit {high} -> {low}: {} admissions ({leased_high} from leases under the high \
+         limit; {n_low} under the low limit, {leased_low} of them from leases); worst span ending at a high-limit admission {worst_high}, at a \
          low-limit one {worst_low}; refunds {:?}",
         all.len(),
         stats.iter().map(|s| s.lease_refunds).collect::<Vec<_>>()
@@ -519,7 +524,12 @@ async fn a_lowered_limit_binds_every_decision_at_once_while_leases_are_out() {
         worst_low <= low,
         "a span ending at an admission under the lowered limit holds {worst_low} > {low}"
     );
-    assert!(n_low > 0 && leased_low > 0, "the low limit leased too");
+    // Leases were out when the limit dropped (under saturation the low limit's window stays
+    // nearly full, so whether it leases again within the run is timing: reported, not asserted).
+    assert!(
+        leased_high > 0 && n_low > 0,
+        "leases under the high limit, then the low one"
+    );
     assert!(max_in_any_window(&all.iter().map(|a| (a.0, a.1)).collect::<Vec<_>>(), window) <= high);
 }
 
