@@ -39,7 +39,11 @@ export declare class NativeLimiter {
   peek(key: string | Buffer, limit: number, windowMs: number): Promise<NativeDecision>
   reset(key: string | Buffer): Promise<void>
   ping(): Promise<void>
-  /** Refuses new calls; the promise resolves once every call in flight is settled. Idempotent. */
+  /**
+   * Refuses new calls and starts the core's close, which returns unused leases to Redis; the
+   * promise resolves once that and every other call in flight are settled. Idempotent. Best
+   * effort: a refund Redis does not take leaves the leases to age out, so it never rejects.
+   */
   close(): Promise<void>
 }
 

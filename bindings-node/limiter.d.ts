@@ -249,8 +249,9 @@ export declare class Limiter {
   /** Resolves when the backend answers (connecting if needed): for readiness probes. */
   ping(): Promise<void>
   /**
-   * Refuses new calls (they reject with {@link LimiterClosedError}) and releases the connection;
-   * resolves once the calls in flight are settled. Idempotent.
+   * Refuses new calls (they reject with {@link LimiterClosedError}), returns unused leases to
+   * Redis and releases the connection; resolves once the leases are back and the calls in flight
+   * are settled (never rejects: leases Redis could not take back age out). Idempotent.
    */
   close(): Promise<void>
   [Symbol.asyncDispose](): Promise<void>

@@ -274,9 +274,11 @@ class Limiter {
   }
 
   /**
-   * Refuses new calls (they reject with LimiterClosedError) and releases the connection. The
-   * promise resolves once the calls already in flight are settled. Idempotent. An idle or closed
-   * limiter never keeps the process alive.
+   * Refuses new calls (they reject with LimiterClosedError), returns this limiter's unused
+   * leases to Redis and releases the connection. The promise resolves once the leases are back
+   * and the calls already in flight are settled (it never rejects: leases Redis could not take
+   * back age out, as after a crash). Idempotent. An idle or closed limiter never keeps the
+   * process alive.
    * @returns {Promise<void>}
    */
   close() {

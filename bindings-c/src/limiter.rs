@@ -70,7 +70,37 @@ pub unsafe extern "C" fn rl_limiter_open(
     })
 }
 
-/// Releases a limiter made by `rl_limiter_open`: its connection and memory.
+/// Returns the limiter's unused leases to Redis (with the `leases` option; see `rl_options`), so
+/// other instances can use those permits at once instead of after `lease_ms` plus the window.
+/// Call it before `rl_limiter_free` when the limiter took leases; like rustls-ffi's
+/// `rustls_connection_send_close_notify`, it is the step that talks to the peer and can fail,
+/// while `rl_limiter_free` only releases memory and never does I/O.
+///
+/// The handle stays owned by the caller and valid: it must still be freed with `rl_limiter_free`,
+/// and may still be used (a later decision may lease again). `limiter` must not be NULL; `err` as
+/// for `rl_limiter_open`. Blocks at most the request timeout per leased key. Returns `RL_OK` (also
+/// with nothing to return, or the memory backend), `RL_INVALID_ARGUMENT` for NULL,
+/// `RL_BACKEND_UNAVAILABLE` / `RL_BACKEND_ERROR` when Redis did not take a refund back (those
+/// leases then age out, as after a crash), or `RL_PANIC`. Thread-safe.
+///
+/// # Safety
+/// `limiter` is NULL or live; `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn rl_limiter_close(
+    limiter: *const rl_limiter,
+    err: *mut *mut rl_error,
+) -> rl_status {
+    boundary("rl_limiter_close", err, || {
+        // SAFETY: forwarded from the caller's promises above.
+        let l = unsafe { limiter_ref(limiter) }?;
+        l.close()?;
+        Ok(())
+    })
+}
+
+/// Releases a limiter made by `rl_limiter_open`: its connection and memory. Does no I/O: leases
+/// still held are not returned (call `rl_limiter_close` first) and age out after `lease_ms` plus
+/// the window.
 ///
 /// NULL is accepted and does nothing. Freeing a handle twice, or using it after this call, is
 /// undefined behaviour. Must not run while another thread is still using the same handle; other

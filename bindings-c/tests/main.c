@@ -138,6 +138,8 @@ static const struct test TESTS[] = {
     {"old_options_struct", test_old_options_struct, 0},
     {"options_v2_struct", test_options_v2_struct, 0},
     {"client_clock", test_client_clock, 0},
+    {"lease_mode_and_stats", test_lease_mode_and_stats, 0},
+    {"close_returns_leases", test_close_returns_leases, 0},
     {"backend_error", test_backend_error, 1},
     {"open_free_from_threads", test_open_free_from_threads, 0},
     {"fork_child_uses_handle", test_fork_child_uses_handle, 0},

@@ -73,6 +73,10 @@ void test_local_fallback(void);
 void test_stats(void);
 void test_backend_error(void);
 
+/* test_leases.c */
+void test_lease_mode_and_stats(void);
+void test_close_returns_leases(void);
+
 /* test_fork.c */
 void test_fork_child_uses_handle(void);
 void test_instance_id(void);

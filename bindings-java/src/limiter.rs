@@ -58,6 +58,21 @@ pub extern "system" fn Java_dev_rl_Native_close<'l>(
     })
 }
 
+/// The core's close: returns the limiter's unused leases to Redis. Best effort, so never throws
+/// for Redis trouble: leases Redis does not take back age out, as after a crash.
+#[no_mangle]
+pub extern "system" fn Java_dev_rl_Native_returnLeases<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    handle: jlong,
+) {
+    entry(&mut env, (), |_| {
+        let l = limiter(handle)?;
+        let _ = blocking(|| l.close());
+        Ok(())
+    })
+}
+
 /// `lua/sliding_window.lua` as compiled into this library: what a script-calling gateway should
 /// SCRIPT LOAD to share windows with it.
 #[no_mangle]

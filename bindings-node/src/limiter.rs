@@ -195,11 +195,20 @@ impl NativeLimiter {
         })
     }
 
-    /// Refuses new calls; the promise resolves once every call in flight is settled. Idempotent.
+    /// Refuses new calls and starts the core's close, which returns unused leases to Redis; the
+    /// promise resolves once that and every other call in flight are settled. Idempotent. Best
+    /// effort: a refund Redis does not take leaves the leases to age out, so it never rejects.
     #[napi(catch_unwind, ts_return_type = "Promise<void>")]
     pub fn close(&mut self, env: Env) -> Result<Unknown<'static>> {
         let queue = self.queue.clone();
         queue.factories.guard(&env, || {
+            if self.core.is_some() {
+                // Counted in flight like any call, so the close promise waits for it.
+                self.run(&env, |core| async move {
+                    let _ = core.close().await;
+                    Ok(Outcome::Done)
+                })?;
+            }
             self.core = None;
             let (deferred, promise) = new_promise(&env)?;
             if queue.pending.load(Ordering::Relaxed) == 0 {

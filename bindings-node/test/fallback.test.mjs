@@ -18,7 +18,8 @@ const PATIENT = { degradeRttMs: 5_000, degradeAfterMs: 60_000 }
 const NUMBER_FIELDS = [
   'decisionsNormal', 'decisionsLocal', 'decisionsMemory', 'transitionsToLocal', 'transitionsToNormal', 'stateMs',
   'redisErrors', 'retries', 'probes', 'repairs', 'repairedPermits', 'failovers', 'instances', 'localKeys',
-  'rttSamples', 'rttLastUs', 'rttP50Us', 'rttP99Us', 'rttMaxUs', 'denialsCached',
+  'rttSamples', 'rttLastUs', 'rttP50Us', 'rttP99Us', 'rttMaxUs', 'shardBorrows', 'decisionsLease',
+  'leasesTaken', 'leaseRefunds', 'leasedPermits', 'refundedPermits', 'denialsCached',
 ]
 const FIELDS = ['mode', 'topology', 'stateReason', ...NUMBER_FIELDS]
 

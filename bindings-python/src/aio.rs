@@ -222,10 +222,32 @@ impl AsyncCore {
         self.slot.is_closed()
     }
 
+    /// Blocks (GIL released) while the core's close returns unused leases; `aclose` awaits it.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         errors::guard(py, || {
-            self.slot.close();
+            self.slot.close(py);
             Ok(())
+        })
+    }
+
+    /// Closes now and returns the unused leases on `bridge`: `fut` resolves when they are back,
+    /// or None when nothing is to return (memory, already closed). Refund errors resolve it all
+    /// the same (see `Slot::close`).
+    fn aclose<'py>(
+        &self,
+        py: Python<'py>,
+        bridge: &Bound<'py, Bridge>,
+        fut: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        errors::guard(py, || {
+            let Some(l) = self.slot.take_for_close() else {
+                return Ok(py.None().into_bound(py));
+            };
+            let l = l.as_async().clone();
+            bridge.get().start(py, fut, async move {
+                let _ = l.close().await;
+                Ok(Outcome::Done)
+            })
         })
     }
 

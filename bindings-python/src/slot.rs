@@ -73,10 +73,27 @@ impl Slot {
             .is_none()
     }
 
-    /// Lets go of the limiter (calls in flight finish with their own reference).
-    pub fn close(&self) {
+    /// Lets go of the limiter (calls in flight finish with their own reference), after the core's
+    /// `close` returned its unused leases to Redis (GIL released). Best effort, like a crash: a
+    /// refund Redis does not take leaves those leases to age out, so closing never raises for it.
+    pub fn close(&self, py: Python<'_>) {
+        if let Some(l) = self.take_for_close() {
+            let _ = lifecycle::detached(py, || l.close());
+        }
+    }
+
+    /// Takes the limiter out (later calls raise LimiterClosed); returns it if its leases are this
+    /// process's to return (not the memory backend, not inherited across `fork()`), for the
+    /// caller to call the core's `close` on, else lets go of it here.
+    pub fn take_for_close(&self) -> Option<rl_core::blocking::Limiter> {
         let taken = self.inner.lock().unwrap_or_else(|p| p.into_inner()).take();
-        self.release(taken);
+        match taken {
+            Some(l) if !self.memory && lifecycle::generation() == self.generation => Some(l),
+            other => {
+                self.release(other);
+                None
+            }
+        }
     }
 
     fn release(&self, taken: Option<rl_core::blocking::Limiter>) {

@@ -162,11 +162,11 @@ impl Limiter {
         self.slot.is_closed()
     }
 
-    /// Lets go of the connection (calls in flight finish); later calls raise LimiterClosed.
-    /// Closing twice is fine.
+    /// Returns this limiter's unused leases to Redis (the core's close), then lets go of the
+    /// connection (calls in flight finish); later calls raise LimiterClosed. Closing twice is fine.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         errors::guard(py, || {
-            self.slot.close();
+            self.slot.close(py);
             Ok(())
         })
     }
@@ -181,7 +181,7 @@ impl Limiter {
     #[pyo3(signature = (*_exc))]
     fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<()> {
         errors::guard(py, || {
-            self.slot.close();
+            self.slot.close(py);
             Ok(())
         })
     }

@@ -26,7 +26,9 @@ SLACK_S = 0.5  # scheduling on a busy 2-core machine
 INT_FIELDS = [
     "decisions_normal", "decisions_local", "decisions_memory", "transitions_to_local", "transitions_to_normal",
     "state_ms", "redis_errors", "retries", "probes", "repairs", "repaired_permits", "failovers", "instances",
-    "local_keys", "rtt_samples", "rtt_last_us", "rtt_p50_us", "rtt_p99_us", "rtt_max_us", "denials_cached",
+    "local_keys", "rtt_samples", "rtt_last_us", "rtt_p50_us", "rtt_p99_us", "rtt_max_us",
+    "shard_borrows", "decisions_lease", "leases_taken", "lease_refunds", "leased_permits", "refunded_permits",
+    "denials_cached",
 ]
 FIELDS = ["mode", "topology", *INT_FIELDS[:6], "state_reason", *INT_FIELDS[6:]]
 

@@ -26,7 +26,7 @@ def test_every_option_is_a_keyword_and_none_is_its_default(cls: Any) -> None:
 
 
 def test_modes_are_the_cores() -> None:
-    assert rl.MODES == ("normal", "memory", "local")
+    assert rl.MODES == ("normal", "memory", "local", "lease")
     assert rl.Limiter().acquire("k", 1, 1000).mode in rl.MODES
 
 

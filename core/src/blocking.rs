@@ -62,6 +62,11 @@ impl Limiter {
         self.run(self.inner.ping())?
     }
 
+    /// See [`crate::Limiter::close`]: returns unused leases to Redis (one call per leased key).
+    pub fn close(&self) -> Result<()> {
+        self.run(self.inner.close())?
+    }
+
     /// See [`crate::Limiter::stats`]; never waits.
     pub fn stats(&self) -> crate::Stats {
         self.inner.stats()

@@ -14,6 +14,14 @@
 //! left, `(limit - used) / (2 * (holders + 1))`; below `MIN_LEASE` no lease is granted and the
 //! plain per-request path decides (for `lease_ms`, then the instance asks again), so the last
 //! permits of a window are decided by Redis, one request at a time.
+//!
+//! A limit changed online (limits are per call): a lease is used only by requests under the rule
+//! it was taken under; a request under another rule returns it (its used part stays counted) and
+//! asks again under the new one. So every decision is made under the limit its call passes,
+//! counting every live lease in full, whatever limit that lease was taken under: once callers pass
+//! a lower limit, every span whose last admission was decided under it holds at most that limit;
+//! permits admitted under the higher limit before are not taken back, and a lease taken under it
+//! counts in full until returned or aged out (`tests/leases.rs` checks this span by span).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

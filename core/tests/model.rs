@@ -5,6 +5,11 @@
 //! and on Redis TIME (the times are the decisions' own `now_ms`); on Redis TIME every step also
 //! checks that the key's TTL outlives every permit the oracle knows is live, and a rule that never
 //! changes on a key is checked after the fact: the most permits in any window is at most the limit.
+//! A lease-aware part drives the script's lease calling convention directly (client clock, three
+//! instances taking, returning and renewing leases between plain acquires) against a second
+//! oracle that keeps leases as `(t, t + lease_ms, k)` intervals, each counted in every span that
+//! meets its life (until it is returned, its used part then a bucket): every reply must match it
+//! exactly, and no span on any millisecond may hold more than the limit.
 
 mod common;
 
@@ -541,4 +546,266 @@ fn an_expired_key_starts_afresh_and_the_oracle_accepts_what_it_forgot() {
     assert!(d.allowed && d.used == 4, "{d:?}");
     let d = step(4, 10_000, 1);
     assert!(!d.allowed && d.used == 4, "{d:?}");
+}
+
+/// One step of a lease-aware case: a plain acquire (calling convention 2, `rl1`), a lease call
+/// from one of three instances (convention 3, `rl1L`: the instance returns its current lease, if
+/// it holds one, with `used` of its permits granted, and asks for a new one), a refund alone, or
+/// time passing.
+#[derive(Debug, Clone)]
+enum LeaseStep {
+    Acquire {
+        cost: u64,
+    },
+    Lease {
+        inst: usize,
+        want: u64,
+        min: u64,
+        used: u64,
+    },
+    Refund {
+        inst: usize,
+        used: u64,
+    },
+    Advance(u64),
+}
+
+#[derive(Debug, Clone)]
+struct LeaseCase {
+    window: u64,
+    limit: u64,
+    lease_ms: u64,
+    steps: Vec<LeaseStep>,
+}
+
+fn lease_case() -> impl Strategy<Value = LeaseCase> {
+    (10u64..=200, 1u64..=40, 5u64..=150).prop_flat_map(|(window, limit, lease_ms)| {
+        let step = prop_oneof![
+            3 => (1..=limit).prop_map(|cost| LeaseStep::Acquire { cost }),
+            3 => (0usize..3, 1..=limit, 1u64..=3, 0..=limit)
+                .prop_map(|(inst, want, min, used)| LeaseStep::Lease { inst, want, min, used }),
+            1 => (0usize..3, 0..=limit).prop_map(|(inst, used)| LeaseStep::Refund { inst, used }),
+            3 => (0..=window / 2).prop_map(LeaseStep::Advance),
+        ];
+        prop::collection::vec(step, 1..60).prop_map(move |steps| LeaseCase {
+            window,
+            limit,
+            lease_ms,
+            steps,
+        })
+    })
+}
+
+/// A lease as the lease oracle keeps it: granted at `t` until `end` (`t + lease_ms`), `k` permits,
+/// and when it was returned (its used part then admitted as a bucket at that time).
+#[derive(Debug, Clone, Copy)]
+struct LeaseLife {
+    t: u64,
+    end: u64,
+    k: u64,
+    seq: u64,
+    returned: Option<u64>,
+}
+
+/// The lease-aware oracle: admissions `(time, cost)` (refunds' used parts included, at the refund
+/// time), and every lease ever granted. A live lease counts in full in every span `(s - W, s]`
+/// that meets its life `[t, end]`; a returned one counts in full in the spans that end before its
+/// return, and by its used part (a bucket) from then on.
+#[derive(Debug, Default)]
+struct LeaseOracle {
+    buckets: Vec<(u64, u64)>,
+    leases: Vec<LeaseLife>,
+    /// Index into `leases` of each instance's lease that Redis still holds.
+    held: [Option<usize>; 3],
+}
+
+impl LeaseOracle {
+    fn count(&self, s: u64, window: u64) -> u64 {
+        let b: u64 = self
+            .buckets
+            .iter()
+            .filter(|&&(t, _)| t <= s && t + window > s)
+            .map(|&(_, c)| c)
+            .sum();
+        let l: u64 = self
+            .leases
+            .iter()
+            .filter(|l| match l.returned {
+                Some(r) => l.t <= s && s < r,
+                None => l.t <= s && l.end + window > s,
+            })
+            .map(|l| l.k)
+            .sum();
+        b + l
+    }
+}
+
+/// Runs one lease case straight against the script (client clock: every ms chosen), checking each
+/// reply against the oracle and, at the end, every span against the limit.
+fn run_lease_case(server: &RedisServer, n: u64, c: &LeaseCase) -> Result<(), TestCaseError> {
+    let key = format!("lm:{n}");
+    let lkey = format!("{key}:l");
+    let (_, mut now) = ttl_and_time(server, key.as_bytes());
+    now += 1;
+    let start = now;
+    let skew = 10_000_000f64;
+    let pack = |v: &[f64]| v.iter().flat_map(|x| x.to_be_bytes()).collect::<Vec<u8>>();
+    let ints = |r: RespValue| -> Vec<i64> {
+        let RespValue::Array(items) = r else {
+            panic!("{r:?}")
+        };
+        items.iter().map(|i| i.as_int().unwrap()).collect()
+    };
+    let (w, limit) = (c.window, c.limit);
+    let mut o = LeaseOracle::default();
+    let mut seq = 0u64;
+    for step in &c.steps {
+        match *step {
+            LeaseStep::Advance(ms) => now += ms,
+            LeaseStep::Acquire { cost } => {
+                let head = pack(&[now as f64, skew]);
+                let body = pack(&[1.0, w as f64, limit as f64, cost as f64]);
+                let args: Vec<&[u8]> = vec![
+                    b"EVAL",
+                    rl_core::SLIDING_WINDOW_LUA.as_bytes(),
+                    b"1",
+                    key.as_bytes(),
+                    b"rl1",
+                    &head,
+                    &body,
+                ];
+                let r = ints(server.command(&args).unwrap());
+                let used = o.count(now, w);
+                let allowed = used + cost <= limit;
+                if allowed {
+                    o.buckets.push((now, cost));
+                }
+                let want = (
+                    allowed as i64,
+                    (used + if allowed { cost } else { 0 }) as i64,
+                );
+                prop_assert_eq!(
+                    (r[1], r[2]),
+                    want,
+                    "acquire {} at +{}: {:?}",
+                    cost,
+                    now - start,
+                    r
+                );
+            }
+            LeaseStep::Lease { inst, used, .. } | LeaseStep::Refund { inst, used } => {
+                let (new_seq, want, min) = match *step {
+                    LeaseStep::Lease { want, min, .. } => {
+                        seq += 1;
+                        (seq, want, min)
+                    }
+                    _ => (0, 0, 1),
+                };
+                let (old_seq, old_used) = o.held[inst].map_or((0, 0), |i| {
+                    let l = o.leases[i];
+                    (l.seq, used.min(l.k))
+                });
+                if new_seq == 0 && old_seq == 0 {
+                    continue;
+                }
+                let head = pack(&[now as f64, skew]);
+                let body = pack(&[
+                    w as f64,
+                    limit as f64,
+                    want as f64,
+                    min as f64,
+                    c.lease_ms as f64,
+                    new_seq as f64,
+                    old_seq as f64,
+                    old_used as f64,
+                ]);
+                let id = format!("i{inst}");
+                let args: Vec<&[u8]> = vec![
+                    b"EVAL",
+                    rl_core::SLIDING_WINDOW_LUA.as_bytes(),
+                    b"1",
+                    key.as_bytes(),
+                    b"rl1L",
+                    &head,
+                    &body,
+                    id.as_bytes(),
+                ];
+                let r = ints(server.command(&args).unwrap());
+                // Leases that count in no window any more are deleted (their history stays).
+                for h in o.held.iter_mut() {
+                    if h.is_some_and(|i| o.leases[i].end + w <= now) {
+                        *h = None;
+                    }
+                }
+                if let Some(i) = o.held[inst] {
+                    // The return: the lease goes, its used part is admitted now.
+                    o.held[inst] = None;
+                    o.leases[i].returned = Some(now);
+                    if old_used > 0 {
+                        o.buckets.push((now, old_used));
+                    }
+                }
+                let used_now = o.count(now, w);
+                let holders = (0..3).filter(|&j| j != inst && o.held[j].is_some()).count() as u64;
+                let mut k = 0;
+                if new_seq != 0 && used_now < limit {
+                    k = want.min((limit - used_now) / (2 * (holders + 1)));
+                    if k < min {
+                        k = 0;
+                    }
+                }
+                if k > 0 {
+                    o.leases.push(LeaseLife {
+                        t: now,
+                        end: now + c.lease_ms,
+                        k,
+                        seq: new_seq,
+                        returned: None,
+                    });
+                    o.held[inst] = Some(o.leases.len() - 1);
+                }
+                let want_reply = (0, k as i64, now as i64, (used_now + k) as i64);
+                prop_assert_eq!(
+                    (r[0], r[1], r[2], r[3]),
+                    want_reply,
+                    "lease call {:?} at +{}",
+                    step,
+                    now - start
+                );
+            }
+        }
+    }
+    // Every span, on every ms from the first event to one window after the last.
+    for s in start..=now + w {
+        let held = o.count(s, w);
+        prop_assert!(
+            held <= limit,
+            "{} in the span ending at +{}",
+            held,
+            s - start
+        );
+    }
+    server
+        .command(&[b"DEL", key.as_bytes(), lkey.as_bytes()])
+        .unwrap();
+    Ok(())
+}
+
+#[test]
+fn lease_calls_and_acquires_match_the_lease_aware_oracle_and_no_span_exceeds_the_limit() {
+    let server = common::server();
+    let mut runner = TestRunner::new(Config {
+        cases: cases(200),
+        ..Config::default()
+    });
+    let n = std::sync::atomic::AtomicU64::new(0);
+    if let Err(e) = runner.run(&lease_case(), |c| {
+        run_lease_case(
+            &server,
+            n.fetch_add(1, std::sync::atomic::Ordering::SeqCst),
+            &c,
+        )
+    }) {
+        panic!("{e}");
+    }
 }

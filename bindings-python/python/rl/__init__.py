@@ -218,13 +218,25 @@ class AsyncLimiter:
         return self._core.closed
 
     def close(self) -> None:
-        """Releases the connection; later calls raise ``LimiterClosed``. Calls already running
-        finish. Closing twice is fine."""
+        """Returns this limiter's unused leases to Redis (waiting for that: prefer ``await
+        aclose()`` inside a running loop), then releases the connection; later calls raise
+        ``LimiterClosed``. Calls already running finish. Closing twice is fine."""
         self._core.close()
 
     async def aclose(self) -> None:
-        """``close()`` as a coroutine, for ``contextlib.aclosing`` and friends."""
-        self._core.close()
+        """``close()`` as a coroutine, for ``contextlib.aclosing`` and friends: the leases are
+        returned without blocking the loop."""
+        await self._aclose()
+
+    async def _aclose(self) -> None:
+        if self._core.closed:
+            return
+        loop = get_running_loop()
+        bridge = self._bridge_for(loop)
+        fut: "asyncio.Future[None]" = loop.create_future()
+        r = self._core.aclose(bridge, fut)
+        if r is not None:
+            await r
 
     async def __aenter__(self) -> AsyncLimiter:
         if self._core.closed:
@@ -237,7 +249,7 @@ class AsyncLimiter:
         exc: Optional[BaseException],
         tb: Optional[TracebackType],
     ) -> None:
-        self._core.close()
+        await self._aclose()
 
     def __repr__(self) -> str:
         return f"<rl.AsyncLimiter {self._core.target} {'closed' if self._core.closed else 'open'}>"

@@ -43,6 +43,9 @@ final class Native {
 
     static native void close(long handle);
 
+    /** The core's close: returns unused leases to Redis (blocking; never throws for Redis). */
+    static native void returnLeases(long handle);
+
     static native String scriptSource();
 
     static native String scriptSha();

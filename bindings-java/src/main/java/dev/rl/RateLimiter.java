@@ -300,12 +300,28 @@ public final class RateLimiter implements AutoCloseable {
     }
 
     /**
-     * Releases the native limiter and its connection. Idempotent and thread-safe; calls in flight
-     * finish normally (the memory is freed when the last one returns), later calls throw
-     * {@link IllegalStateException}.
+     * Returns this limiter's unused leases to Redis (waiting for that, at most the request timeout
+     * per leased key; leases Redis cannot take back age out, as after a crash, and close never
+     * throws for it), then releases the native limiter and its connection. Idempotent and
+     * thread-safe; calls in flight finish normally (the memory is freed when the last one
+     * returns), later calls throw {@link IllegalStateException}. A limiter dropped without close
+     * is freed by a {@link Cleaner} but does not return its leases.
      */
     @Override
     public void close() {
+        if (!handle.isClosed()) {
+            long h;
+            try {
+                h = handle.enter();
+            } catch (IllegalStateException closedMeanwhile) {
+                return;
+            }
+            try {
+                Native.returnLeases(h);
+            } finally {
+                handle.exit();
+            }
+        }
         cleanable.clean();
     }
 
