@@ -125,7 +125,12 @@ impl From<redis::RedisError> for Error {
         if auth || handshake_failed(&text) {
             return Error::Backend(text);
         }
+        // A script that reads a key the call did not name (the lease HASH `<key>:l`) while its
+        // slot is migrating: Redis refuses the read as "non local" until the keys have moved.
+        // Like TRYAGAIN, a retry a moment later is routed to the right node.
+        let migrating = text.contains("attempted to access a non local key in a cluster node");
         if e.is_timeout()
+            || migrating
             || e.is_io_error()
             || e.is_connection_refusal()
             || e.is_connection_dropped()
@@ -185,6 +190,7 @@ mod tests {
             "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
             "BUSY Redis is busy running a script.",
             "OOM command not allowed when used memory > 'maxmemory'.",
+            "ERR Error running script (call to f_0): @user_script:221: Script attempted to access a non local key in a cluster node script: f_0, on @user_script:221.",
         ] {
             assert_eq!(
                 server_error(line).kind(),
