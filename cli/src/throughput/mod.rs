@@ -81,7 +81,14 @@ pub fn run(a: ThroughputArgs) -> CliResult<u8> {
 }
 
 async fn throughput(a: &ThroughputArgs, target: &Target) -> CliResult<ThroughputReport> {
-    let options = crate::options::build(Options::default(), a.prefix.as_deref(), &a.options)?;
+    // Like for like with the raw script, which has no cache: every decision of a saturated key
+    // must reach Redis, or the ratio measures the denial cache instead of the script
+    // (`-o denial_cache=true` puts it back).
+    let base = Options {
+        denial_cache: false,
+        ..Options::default()
+    };
+    let options = crate::options::build(base, a.prefix.as_deref(), &a.options)?;
     // rl-core's own argument checks first, without I/O (see bench).
     Limiter::memory(options.clone())?
         .peek(&a.key, a.limit, a.window)
