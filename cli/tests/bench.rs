@@ -1,37 +1,12 @@
 //! `rl bench` end to end against real redis-servers: the exactness audit in its JSON, and the
 //! fixed-window comparison's boundary spike.
 
-use std::process::{Command, Output};
-use std::sync::Mutex;
+mod common;
+
+use common::*;
 
 use rl_harness::RedisServer;
 use serde_json::Value;
-
-/// The machine has two cores: two benchmarks at once would measure each other.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn rl(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rl"))
-        .args(args)
-        .env_remove("RL_REDIS_URL")
-        .output()
-        .expect("run rl")
-}
-
-fn report(out: &Output) -> Value {
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "rl bench failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is not JSON ({e}): {}",
-            String::from_utf8_lossy(&out.stdout)
-        )
-    })
-}
 
 fn u(v: &Value, path: &[&str]) -> u64 {
     path.iter()

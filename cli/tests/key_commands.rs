@@ -1,18 +1,13 @@
 //! `rl acquire|peek|reset` as a shell script sees them: exit codes, JSON, and error messages.
 
-use std::process::{Command, Output};
+mod common;
+
+use std::process::Output;
+
+use common::rl;
 
 use rl_harness::RedisServer;
 use serde_json::Value;
-
-fn rl(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rl"))
-        .args(args)
-        // An ambient URL must not redirect a test to someone else's Redis.
-        .env_remove("RL_REDIS_URL")
-        .output()
-        .expect("run rl")
-}
 
 fn server() -> RedisServer {
     RedisServer::start().expect("start redis-server (apt-get install redis-server)")
