@@ -4,7 +4,7 @@ module (pytest collects test_*.py only).
 
 Configured by the environment: RL_FORK_APP_URL (Redis), RL_FORK_APP_PREFIX (a key prefix of the
 test's own, so the fleet's heartbeat set holds only these workers). Every reply is JSON and names
-the worker (pid), the limiter's instance id and stats. `hold` (seconds) keeps the worker busy
+the worker (pid), the limiter's instance id and stats, and numbers the worker's replies (seq). `hold` (seconds) keeps the worker busy
 after its work, so concurrent requests reach the other workers.
 
   GET /stats?hold=S                          the worker's limiter: instance id and stats()
@@ -35,6 +35,9 @@ LIMITER = rl.Limiter(
 )
 MASTER_PID = os.getpid()
 MASTER_ID = LIMITER.instance_id
+# Requests this worker has served, numbered in the order it served them: replies to concurrent
+# requests reach the test in any order, and "a worker's first drain" is the worker's order.
+_served = 0
 
 
 def _decision(d: rl.Decision) -> Dict[str, Any]:
@@ -57,7 +60,10 @@ def app(environ: Dict[str, Any], start_response: Callable[..., Any]) -> Iterable
     elif path != "/stats":
         start_response("404 Not Found", [("Content-Type", "text/plain")])
         return [b"not found\n"]
+    global _served
+    _served += 1
     body.update(
+        seq=_served,
         pid=os.getpid(),
         master_pid=MASTER_PID,
         master_id=MASTER_ID,

@@ -65,13 +65,15 @@ class App:
         """Sends `path` in rounds of 8 concurrent requests (each worker holds its reply for
         `hold` s, so the others get the rest) until every worker has answered with a reply
         `until` accepts, or `timeout` passes. Returns each worker's last reply (its first with
-        `first`), keyed by pid."""
+        `first`), by the worker's own numbering (`seq`), keyed by pid."""
         got: Dict[int, Reply] = {}
         end = time.monotonic() + timeout
         with concurrent.futures.ThreadPoolExecutor(2 * WORKERS) as pool:
             while True:
+                # pool.map yields in submission order, not in the order a worker served them.
                 for reply in pool.map(lambda _: self.get(path, **params), range(2 * WORKERS)):
-                    if not (first and reply["pid"] in got):
+                    old = got.get(reply["pid"])
+                    if old is None or (reply["seq"] < old["seq"]) == first:
                         got[reply["pid"]] = reply
                 if len(got) >= WORKERS and all(until(r) for r in got.values()):
                     return got
