@@ -1,0 +1,272 @@
+//! HTTP response fields for a decision, rendered once here for every middleware and `rl serve`:
+//! the IETF `RateLimit-Policy` / `RateLimit` fields (draft-ietf-httpapi-ratelimit-headers-11,
+//! both RFC 9651 Structured Field Lists), `Retry-After` (RFC 9110) on a denial, the RFC 9457
+//! problem body with the draft's `violated-policies` member, and, for clients that expect them,
+//! the legacy `X-RateLimit-*` fields.
+//!
+//! What the numbers mean for a sliding window (the draft leaves the algorithm open):
+//! - `q` is the policy's limit and `w` its window in whole seconds, rounded up (a 250 ms window
+//!   is advertised as `w=1`; the field has no finer unit).
+//! - `r` is what is left in the window after this request.
+//! - `t` is, for a policy that admitted the request, the seconds until its window is empty again
+//!   (`reset_after_ms`), so that `r` is back to `q`; for a policy that denied it, the seconds
+//!   until this request would fit (`retry_after_ms`), which is when it has room again.
+//! - `Retry-After` is the seconds until every policy fits the request, rounded up: it is never
+//!   earlier than any denying policy's `t`, so a client obeying either field does not come back
+//!   too soon.
+//!
+//! Integers are clamped to 999,999,999,999,999, the largest a Structured Field Integer holds.
+
+use crate::decision::Decision;
+use crate::policy::Policy;
+
+/// Which fields to render.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HeaderStyle {
+    /// `RateLimit-Policy` and `RateLimit` (the IETF draft).
+    #[default]
+    Ietf,
+    /// `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset` (seconds) for the
+    /// policy closest to denying.
+    Legacy,
+    /// Both sets.
+    Both,
+    /// No rate-limit fields (a denial still gets `Retry-After`).
+    None,
+}
+
+impl HeaderStyle {
+    pub const ALL: &'static [HeaderStyle] = &[
+        HeaderStyle::Ietf,
+        HeaderStyle::Legacy,
+        HeaderStyle::Both,
+        HeaderStyle::None,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HeaderStyle::Ietf => "ietf",
+            HeaderStyle::Legacy => "legacy",
+            HeaderStyle::Both => "both",
+            HeaderStyle::None => "none",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<HeaderStyle> {
+        HeaderStyle::ALL
+            .iter()
+            .copied()
+            .find(|s| s.as_str() == name)
+    }
+}
+
+/// The problem type the draft registers for a request over quota.
+pub const QUOTA_EXCEEDED_TYPE: &str =
+    "https://iana.org/assignments/http-problem-types#quota-exceeded";
+/// The media type of [`problem_body`].
+pub const PROBLEM_CONTENT_TYPE: &str = "application/problem+json";
+
+const SF_INTEGER_MAX: u64 = 999_999_999_999_999;
+
+fn secs_up(ms: u64) -> u64 {
+    ms.div_ceil(1000).min(SF_INTEGER_MAX)
+}
+
+/// Whether this policy denied the request (a composite call denies only through its rules).
+fn denies(d: &Decision) -> bool {
+    !d.allowed && d.retry_after_ms > 0
+}
+
+fn t_of(d: &Decision) -> u64 {
+    if d.allowed {
+        secs_up(d.reset_after_ms)
+    } else {
+        secs_up(d.retry_after_ms)
+    }
+}
+
+/// The response fields for one request decided under `policies` (one decision per policy, in
+/// the same order), as `(name, value)` pairs. `allowed` and `retry_after_ms` are the overall
+/// decision's.
+pub fn render(
+    policies: &[(&Policy, &Decision)],
+    allowed: bool,
+    retry_after_ms: u64,
+    style: HeaderStyle,
+) -> Vec<(&'static str, String)> {
+    let mut out = Vec::with_capacity(5);
+    if matches!(style, HeaderStyle::Ietf | HeaderStyle::Both) && !policies.is_empty() {
+        let policy = policies
+            .iter()
+            .map(|(p, _)| {
+                format!(
+                    "\"{}\";q={};w={}",
+                    p.name,
+                    p.limit.min(SF_INTEGER_MAX),
+                    secs_up(p.window_ms)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        let state = policies
+            .iter()
+            .map(|(p, d)| {
+                format!(
+                    "\"{}\";r={};t={}",
+                    p.name,
+                    d.remaining.min(SF_INTEGER_MAX),
+                    t_of(d)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        out.push(("RateLimit-Policy", policy));
+        out.push(("RateLimit", state));
+    }
+    if matches!(style, HeaderStyle::Legacy | HeaderStyle::Both) {
+        if let Some((p, d)) = closest(policies) {
+            out.push(("X-RateLimit-Limit", p.limit.to_string()));
+            out.push(("X-RateLimit-Remaining", d.remaining.to_string()));
+            out.push(("X-RateLimit-Reset", t_of(d).to_string()));
+        }
+    }
+    if !allowed {
+        out.push(("Retry-After", secs_up(retry_after_ms).max(1).to_string()));
+    }
+    out
+}
+
+/// The policy closest to denying: a denying one with the longest wait, else the one with the
+/// least left relative to its limit.
+fn closest<'a>(policies: &[(&'a Policy, &'a Decision)]) -> Option<(&'a Policy, &'a Decision)> {
+    let worst_denial = policies
+        .iter()
+        .filter(|(_, d)| denies(d))
+        .max_by_key(|(_, d)| d.retry_after_ms);
+    worst_denial
+        .or_else(|| {
+            policies.iter().min_by(|(pa, da), (pb, db)| {
+                // remaining/limit compared without floats.
+                (da.remaining as u128 * pb.limit as u128)
+                    .cmp(&(db.remaining as u128 * pa.limit as u128))
+            })
+        })
+        .map(|(p, d)| (*p, *d))
+}
+
+/// The names of the policies that denied.
+pub fn violated<'a>(policies: &[(&'a Policy, &'a Decision)]) -> Vec<&'a str> {
+    policies
+        .iter()
+        .filter(|(_, d)| denies(d))
+        .map(|(p, _)| p.name.as_str())
+        .collect()
+}
+
+/// The RFC 9457 body of a 429: the draft's quota-exceeded problem type with `violated-policies`.
+pub fn problem_body(policies: &[(&Policy, &Decision)], retry_after_ms: u64) -> String {
+    let names = violated(policies);
+    serde_json::json!({
+        "type": QUOTA_EXCEEDED_TYPE,
+        "title": "Request cannot be satisfied as assigned quota has been exceeded",
+        "status": 429,
+        "detail": format!(
+            "over the limit of {}; retry in {} s",
+            names.join(", "),
+            secs_up(retry_after_ms).max(1)
+        ),
+        "violated-policies": names,
+    })
+    .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decision::Mode;
+
+    fn d(allowed: bool, remaining: u64, retry: u64, reset: u64) -> Decision {
+        Decision {
+            allowed,
+            remaining,
+            used: 0,
+            retry_after_ms: retry,
+            reset_after_ms: reset,
+            mode: Mode::Memory,
+            now_ms: 0,
+        }
+    }
+
+    #[test]
+    fn ietf_fields_for_two_policies() {
+        let burst = Policy::parse("burst: 100/m").unwrap();
+        let daily = Policy::parse("daily: 1000/d").unwrap();
+        let (a, b) = (d(true, 50, 0, 29_001), d(true, 900, 0, 86_400_000));
+        let h = render(&[(&burst, &a), (&daily, &b)], true, 0, HeaderStyle::Ietf);
+        assert_eq!(
+            h,
+            [
+                (
+                    "RateLimit-Policy",
+                    "\"burst\";q=100;w=60, \"daily\";q=1000;w=86400".to_string()
+                ),
+                (
+                    "RateLimit",
+                    "\"burst\";r=50;t=30, \"daily\";r=900;t=86400".to_string()
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_denial_gets_retry_after_no_earlier_than_t_and_a_problem_body() {
+        let burst = Policy::parse("burst: 10/s").unwrap();
+        let daily = Policy::parse("daily: 1000/d").unwrap();
+        let (a, b) = (d(false, 0, 1500, 1900), d(true, 3, 0, 50_000));
+        let h = render(
+            &[(&burst, &a), (&daily, &b)],
+            false,
+            1500,
+            HeaderStyle::Both,
+        );
+        let get = |n: &str| h.iter().find(|(k, _)| *k == n).map(|(_, v)| v.clone());
+        assert_eq!(get("Retry-After").as_deref(), Some("2"));
+        assert_eq!(
+            get("RateLimit").as_deref(),
+            Some("\"burst\";r=0;t=2, \"daily\";r=3;t=50")
+        );
+        assert_eq!(get("X-RateLimit-Limit").as_deref(), Some("10"));
+        assert_eq!(get("X-RateLimit-Reset").as_deref(), Some("2"));
+        let body: serde_json::Value =
+            serde_json::from_str(&problem_body(&[(&burst, &a), (&daily, &b)], 1500)).unwrap();
+        assert_eq!(body["violated-policies"], serde_json::json!(["burst"]));
+        assert_eq!(body["type"], QUOTA_EXCEEDED_TYPE);
+        assert_eq!(body["status"], 429);
+    }
+
+    #[test]
+    fn sub_second_windows_and_huge_numbers() {
+        let p = Policy::new(None, crate::MAX_PERMITS, 250).unwrap();
+        let x = d(true, crate::MAX_PERMITS, 0, 1);
+        let h = render(&[(&p, &x)], true, 0, HeaderStyle::Ietf);
+        assert_eq!(h[0].1, "\"1000000000000000/250ms\";q=999999999999999;w=1");
+        assert_eq!(h[1].1, "\"1000000000000000/250ms\";r=999999999999999;t=1");
+        assert!(render(&[(&p, &x)], true, 0, HeaderStyle::None).is_empty());
+    }
+
+    #[test]
+    fn legacy_names_the_policy_closest_to_denying() {
+        let a = Policy::parse("a: 100/s").unwrap();
+        let b = Policy::parse("b: 10/m").unwrap();
+        let (da, db) = (d(true, 40, 0, 1000), d(true, 2, 0, 60_000));
+        let h = render(&[(&a, &da), (&b, &db)], true, 0, HeaderStyle::Legacy);
+        assert_eq!(
+            h,
+            [
+                ("X-RateLimit-Limit", "10".to_string()),
+                ("X-RateLimit-Remaining", "2".to_string()),
+                ("X-RateLimit-Reset", "60".to_string())
+            ]
+        );
+    }
+}
