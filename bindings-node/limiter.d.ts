@@ -170,6 +170,12 @@ export interface Stats {
   refundedPermits: number
   /** Denials replayed from the denial cache without a Redis call (denialCache); not in decisionsNormal. */
   denialsCached: number
+  /** Of decisionsNormal, the denials. */
+  deniedNormal: number
+  /** Of decisionsLocal, the denials. */
+  deniedLocal: number
+  /** Of decisionsMemory, the denials. */
+  deniedMemory: number
 }
 // END GENERATED
 

@@ -463,6 +463,18 @@ typedef struct rl_stats {
      * decisions_normal.
      */
     uint64_t denials_cached;
+    /**
+     * Of decisions_normal, the denials.
+     */
+    uint64_t denied_normal;
+    /**
+     * Of decisions_local, the denials.
+     */
+    uint64_t denied_local;
+    /**
+     * Of decisions_memory, the denials.
+     */
+    uint64_t denied_memory;
 } rl_stats;
 
 #ifdef __cplusplus

@@ -349,6 +349,12 @@ pub struct rl_stats {
     /// Denials replayed from the denial cache without a Redis call (denial_cache); not in
     /// decisions_normal.
     pub denials_cached: u64,
+    /// Of decisions_normal, the denials.
+    pub denied_normal: u64,
+    /// Of decisions_local, the denials.
+    pub denied_local: u64,
+    /// Of decisions_memory, the denials.
+    pub denied_memory: u64,
 }
 
 impl rl_stats {
@@ -388,6 +394,9 @@ impl rl_stats {
             leased_permits: take(fields, "leased_permits")?,
             refunded_permits: take(fields, "refunded_permits")?,
             denials_cached: take(fields, "denials_cached")?,
+            denied_normal: take(fields, "denied_normal")?,
+            denied_local: take(fields, "denied_local")?,
+            denied_memory: take(fields, "denied_memory")?,
         })
     }
 }

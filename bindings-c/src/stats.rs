@@ -181,6 +181,9 @@ mod tests {
             leased_permits: 24,
             refunded_permits: 25,
             denials_cached: 26,
+            denied_normal: 27,
+            denied_local: 28,
+            denied_memory: 29,
         };
         let c = match rl_stats::from_fields(7, &mut s.fields()) {
             Ok(c) => c,
@@ -199,7 +202,7 @@ mod tests {
                 .collect::<Vec<_>>(),
             b"why\0"
         );
-        // The counts, in struct order, are 1..=26: the struct's order is the table's.
+        // The counts, in struct order, are 1..=29: the struct's order is the table's.
         let counts = [
             c.decisions_normal,
             c.decisions_local,
@@ -227,6 +230,9 @@ mod tests {
             c.leased_permits,
             c.refunded_permits,
             c.denials_cached,
+            c.denied_normal,
+            c.denied_local,
+            c.denied_memory,
         ];
         assert_eq!(counts, std::array::from_fn(|i| i as u64 + 1));
     }

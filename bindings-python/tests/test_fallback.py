@@ -28,7 +28,7 @@ INT_FIELDS = [
     "state_ms", "redis_errors", "retries", "probes", "repairs", "repaired_permits", "failovers", "instances",
     "local_keys", "rtt_samples", "rtt_last_us", "rtt_p50_us", "rtt_p99_us", "rtt_max_us",
     "shard_borrows", "decisions_lease", "leases_taken", "lease_refunds", "leased_permits", "refunded_permits",
-    "denials_cached",
+    "denials_cached", "denied_normal", "denied_local", "denied_memory",
 ]
 FIELDS = ["mode", "topology", *INT_FIELDS[:6], "state_reason", *INT_FIELDS[6:]]
 

@@ -44,6 +44,9 @@ pub(crate) struct Health {
 pub(crate) struct Counters {
     pub normal: AtomicU64,
     pub local: AtomicU64,
+    /// Of those, the denials.
+    pub denied_normal: AtomicU64,
+    pub denied_local: AtomicU64,
     pub to_local: AtomicU64,
     pub to_normal: AtomicU64,
     pub retries: AtomicU64,

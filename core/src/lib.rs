@@ -33,6 +33,7 @@ mod keys;
 mod lease;
 mod ledger;
 mod limiter;
+pub mod metrics;
 pub mod options;
 pub mod policy;
 mod primaries;

@@ -23,6 +23,7 @@ struct Inner {
     backend: Backend,
     options: Options,
     memory_decisions: AtomicU64,
+    memory_denials: AtomicU64,
     shard_borrows: AtomicU64,
 }
 
@@ -73,6 +74,7 @@ impl Limiter {
                 backend,
                 options,
                 memory_decisions: AtomicU64::new(0),
+                memory_denials: AtomicU64::new(0),
                 shard_borrows: AtomicU64::new(0),
             }),
         })
@@ -209,14 +211,20 @@ impl Limiter {
 
     /// Which path decides now, per-path counters, state transitions and Redis round trips.
     pub fn stats(&self) -> Stats {
-        let memory = self.inner.memory_decisions.load(Ordering::Relaxed);
+        let memory = (
+            self.inner.memory_decisions.load(Ordering::Relaxed),
+            self.inner.memory_denials.load(Ordering::Relaxed),
+        );
         let Backend::Redis(r) = &self.inner.backend else {
             return Stats {
                 mode: Mode::Memory,
                 topology: "memory",
                 decisions_normal: 0,
                 decisions_local: 0,
-                decisions_memory: memory,
+                decisions_memory: memory.0,
+                denied_normal: 0,
+                denied_local: 0,
+                denied_memory: memory.1,
                 transitions_to_local: 0,
                 transitions_to_normal: 0,
                 state_ms: 0,
@@ -272,7 +280,11 @@ impl Limiter {
             Backend::Redis(r) => r.decide(&req, &self.redis_key(req.key)).await?,
             Backend::Memory(m) => {
                 self.inner.memory_decisions.fetch_add(1, Ordering::Relaxed);
-                (m.decide(&req), Mode::Memory, req.limit)
+                let v = m.decide(&req);
+                if !v.allowed {
+                    self.inner.memory_denials.fetch_add(1, Ordering::Relaxed);
+                }
+                (v, Mode::Memory, req.limit)
             }
         };
         Ok(to_decision(v, cap, mode))

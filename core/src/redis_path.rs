@@ -196,7 +196,8 @@ impl RedisPath {
     }
 
     /// This path's figures; `memory` is the limiter's own count of memory-backend decisions.
-    pub(crate) fn stats(&self, memory: u64) -> Stats {
+    /// `memory`: the memory backend's decisions and denials (a limiter has both paths' counters).
+    pub(crate) fn stats(&self, memory: (u64, u64)) -> Stats {
         let c = &self.health.counters;
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let (age, reason) = self.health.state_age();
@@ -210,7 +211,10 @@ impl RedisPath {
             topology: self.backend.topology_name(),
             decisions_normal: get(&c.normal),
             decisions_local: get(&c.local),
-            decisions_memory: memory,
+            decisions_memory: memory.0,
+            denied_normal: get(&c.denied_normal),
+            denied_local: get(&c.denied_local),
+            denied_memory: memory.1,
             transitions_to_local: get(&c.to_local),
             transitions_to_normal: get(&c.to_normal),
             state_ms: age.as_millis() as u64,
@@ -301,6 +305,10 @@ impl RedisPath {
                             .record(redis_key, req.window_ms, v.now_ms, admitted, v.used);
                     }
                     self.health.counters.normal.fetch_add(1, Ordering::Relaxed);
+                    if !v.allowed {
+                        let denied = &self.health.counters.denied_normal;
+                        denied.fetch_add(1, Ordering::Relaxed);
+                    }
                     if self.denial_cache {
                         let clock = self.clock.as_deref();
                         self.denials
@@ -522,6 +530,10 @@ impl RedisPath {
             req.consume,
             self.local_now(),
         );
+        if !v.allowed {
+            let denied = &self.health.counters.denied_local;
+            denied.fetch_add(1, Ordering::Relaxed);
+        }
         (v, Mode::Local, budget)
     }
 

@@ -85,6 +85,9 @@ pub static STATS_FIELDS: &[StatsField] = &[
     count!(leased_permits, "Permits those leases held."),
     count!(refunded_permits, "Leased permits returned unused."),
     count!(denials_cached, "Denials replayed from the denial cache without a Redis call (denial_cache); not in decisions_normal."),
+    count!(denied_normal, "Of decisions_normal, the denials."),
+    count!(denied_local, "Of decisions_local, the denials."),
+    count!(denied_memory, "Of decisions_memory, the denials."),
 ];
 
 impl Stats {
@@ -141,4 +144,9 @@ pub struct Stats {
     /// Denials replayed from the denial cache (`denial_cache`) without a Redis call; their
     /// decisions have mode `normal` but are not counted in `decisions_normal`.
     pub denials_cached: u64,
+    /// Of the decisions per path, the denials (lease decisions never deny; cached denials are
+    /// `denials_cached`).
+    pub denied_normal: u64,
+    pub denied_local: u64,
+    pub denied_memory: u64,
 }

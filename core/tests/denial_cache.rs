@@ -455,6 +455,7 @@ fn off_by_option_and_on_the_client_clock_when_one_is_given() {
     }
     assert_eq!(off.stats().denials_cached, 0);
     assert_eq!(off.stats().decisions_normal, 8);
+    assert_eq!(off.stats().denied_normal, 5);
 }
 
 #[test]
@@ -465,6 +466,10 @@ fn on_by_default_and_zero_on_the_memory_backend() {
         m.acquire("m", 1, 1000, 1).unwrap();
     }
     assert_eq!(m.stats().denials_cached, 0);
+    assert_eq!(
+        (m.stats().decisions_memory, m.stats().denied_memory),
+        (3, 2)
+    );
 }
 
 /// A task looping on a denied key gets every answer at once from the cache; it must still yield

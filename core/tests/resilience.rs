@@ -216,9 +216,10 @@ fn redis_down_at_startup_decides_locally_then_writes_local_permits_back() {
             s.mode,
             s.transitions_to_local,
             s.decisions_local,
+            s.denied_local,
             s.instances
         ),
-        (Mode::Local, 1, 51, 2),
+        (Mode::Local, 1, 51, 1, 2),
         "{s:?}"
     );
     assert!(s.redis_errors >= 1 && s.retries >= 1, "{s:?}");
@@ -384,6 +385,7 @@ fn local_state_is_bounded_however_many_keys_arrive() {
     let s = l.stats();
     assert!(s.local_keys <= 1000 + 16, "{} keys kept", s.local_keys);
     assert_eq!(s.decisions_local, 20_000);
+    assert_eq!(s.denied_local, 20_000 - admitted.len() as u64);
     // Keys with permits Redis has not seen are never forgotten: once the record is full, new
     // keys are denied rather than admitted and lost.
     assert!(

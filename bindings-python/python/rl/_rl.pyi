@@ -147,6 +147,9 @@ class Stats:
         Literal["leased_permits"],
         Literal["refunded_permits"],
         Literal["denials_cached"],
+        Literal["denied_normal"],
+        Literal["denied_local"],
+        Literal["denied_memory"],
     ]]
     def __new__(
         cls,
@@ -179,6 +182,9 @@ class Stats:
         leased_permits: int,
         refunded_permits: int,
         denials_cached: int,
+        denied_normal: int,
+        denied_local: int,
+        denied_memory: int,
     ) -> Self: ...
     @property
     def mode(self) -> str:
@@ -267,6 +273,15 @@ class Stats:
     @property
     def denials_cached(self) -> int:
         """Denials replayed from the denial cache without a Redis call (denial_cache); not in decisions_normal."""
+    @property
+    def denied_normal(self) -> int:
+        """Of decisions_normal, the denials."""
+    @property
+    def denied_local(self) -> int:
+        """Of decisions_local, the denials."""
+    @property
+    def denied_memory(self) -> int:
+        """Of decisions_memory, the denials."""
     def as_dict(self) -> dict[str, Union[str, int]]:
         """Every attribute in a new dict (for logs and metrics exporters)."""
     def __eq__(self, other: object) -> bool: ...

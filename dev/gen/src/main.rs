@@ -1,4 +1,4 @@
-//! `rl-gen` writes every file derived from rl-core's schema (options, stats fields, modes):
+//! `rl-gen` writes every file derived from rl-core's schema (options, stats fields, modes, metric families):
 //! the bindings' typed surfaces and the README's option table. `rl-gen --check` (run by the test
 //! command) fails when a committed file differs from what the schema gives, naming the file.
 //!
@@ -7,6 +7,7 @@
 
 mod c;
 mod java;
+mod metrics;
 mod node;
 mod python;
 mod readme;
@@ -34,6 +35,7 @@ fn outputs() -> Vec<Output> {
     all.extend(node::outputs());
     all.extend(java::outputs());
     all.extend(c::outputs());
+    all.extend(metrics::outputs());
     all
 }
 

@@ -36,6 +36,9 @@ package dev.rl;
  * @param leasedPermits Permits those leases held.
  * @param refundedPermits Leased permits returned unused.
  * @param denialsCached Denials replayed from the denial cache without a Redis call ({@link OptionsBuilder#denialCache(boolean) denialCache}); not in decisions_normal.
+ * @param deniedNormal Of decisions_normal, the denials.
+ * @param deniedLocal Of decisions_local, the denials.
+ * @param deniedMemory Of decisions_memory, the denials.
  */
 public record Stats(
         String mode,
@@ -66,4 +69,7 @@ public record Stats(
         long leaseRefunds,
         long leasedPermits,
         long refundedPermits,
-        long denialsCached) {}
+        long denialsCached,
+        long deniedNormal,
+        long deniedLocal,
+        long deniedMemory) {}
