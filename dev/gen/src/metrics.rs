@@ -24,14 +24,14 @@ pub fn outputs() -> Vec<Output> {
 }
 
 /// A sample as (label value or none, stats field or none, scale, mode or none).
-fn parts(
-    m: &MetricFamily,
-) -> Vec<(
+type Parts = (
     Option<&'static str>,
     Option<&'static str>,
     f64,
     Option<&'static str>,
-)> {
+);
+
+fn parts(m: &MetricFamily) -> Vec<Parts> {
     m.samples
         .iter()
         .map(|s| match s.source {
