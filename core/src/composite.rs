@@ -287,10 +287,19 @@ mod tests {
         assert_eq!(p.longest(), vec![1]);
     }
 
+    /// Rules, group, key_shards, the argument named and a part of the message.
+    type Bad = (
+        Vec<Rule>,
+        Option<&'static [u8]>,
+        u64,
+        &'static str,
+        &'static str,
+    );
+
     #[test]
     fn bad_calls_are_refused_naming_the_value() {
         let many: Vec<Rule> = (0..17).map(|_| rule("k", 1, 1, 1)).collect();
-        let cases: Vec<(Vec<Rule>, Option<&[u8]>, u64, &str, &str)> = vec![
+        let cases: Vec<Bad> = vec![
             (vec![], None, 1, "rules", "empty"),
             (many, None, 1, "rules", "at most 16"),
             (vec![rule("k", 1, 1, 1)], Some(b""), 1, "group", "1 to 1024"),

@@ -269,6 +269,8 @@ impl Rng {
     }
 }
 
+type Shared<T> = Arc<Mutex<T>>;
+
 /// Each key's rules, `(limit, window_ms)`: every call on a key brings all of them (a rule a call
 /// does not bring is no limit on that call).
 const KEY_RULES: [&[(u64, u64)]; 3] = [
@@ -317,7 +319,7 @@ fn a_fleet_far_above_the_limits_never_admits_more_than_any_rule_allows() {
         (0..4).map(|_| blocking_with(&server, strict())).collect();
     let keys = same_slot(&limiters[0], "fleet", 3);
     // Per key: every admission (its time, its cost); and the counts of calls.
-    let admitted: Arc<Mutex<Vec<Vec<(u64, u64)>>>> = Arc::new(Mutex::new(vec![Vec::new(); 3]));
+    let admitted: Shared<Vec<Vec<(u64, u64)>>> = Arc::new(Mutex::new(vec![Vec::new(); 3]));
     let (calls, denied) = (Arc::new(Mutex::new(0u64)), Arc::new(Mutex::new(0u64)));
     let end = Instant::now() + Duration::from_millis(2500);
     let threads: Vec<_> = (0..12)
@@ -544,6 +546,9 @@ fn cluster_grouped_keys_work_and_keys_on_two_slots_are_refused_before_any_io() {
     assert!(d.allowed && d.decisions[0].used == 4, "{d:?}");
 }
 
+/// A limiter, a call's rules and group, and the argument its refusal names.
+type Refused<'a> = (&'a blocking::Limiter, Vec<Rule>, Option<&'a [u8]>, &'a str);
+
 #[test]
 fn invalid_calls_are_refused_before_any_io() {
     let server = server();
@@ -557,7 +562,7 @@ fn invalid_calls_are_refused_before_any_io() {
     );
     let memory = blocking::Limiter::open(None, Options::default()).unwrap();
     let same = [rule("k", 5, 1000, 1), rule("k", 50, 60_000, 2)];
-    let cases: Vec<(&blocking::Limiter, Vec<Rule>, Option<&[u8]>, &str)> = vec![
+    let cases: Vec<Refused> = vec![
         (&l, vec![], None, "rules"),
         (&l, vec![rule("k", 1, 1000, 1); 17], None, "rules"),
         (&l, vec![rule("k", 0, 1000, 1)], None, "limit"),
@@ -586,6 +591,9 @@ fn invalid_calls_are_refused_before_any_io() {
     }
     assert_eq!(dbsize(&server), 0, "nothing reached Redis");
 }
+
+/// Keys, rules `(key index, window, limit, cost)` and the reply wanted.
+type ScriptCase<'a> = (Vec<&'a [u8]>, Vec<[u64; 4]>, RespValue);
 
 /// The script's own checks (for callers that bypass the core): a bad rule anywhere is refused
 /// before the first write, naming the argument and the rule.
@@ -616,7 +624,7 @@ fn the_script_checks_every_rule_before_writing() {
     };
     let (a, b): (&[u8], &[u8]) = (b"rl:{x}a", b"rl:{x}b");
     let ok = [1, 1000, 5, 1];
-    let cases: Vec<(Vec<&[u8]>, Vec<[u64; 4]>, RespValue)> = vec![
+    let cases: Vec<ScriptCase> = vec![
         (vec![a, b], vec![ok, [2, 1000, 5, 6]], err("cost", 2)),
         (vec![a, b], vec![ok, [3, 1000, 5, 1]], err("key", 2)),
         (vec![a, b], vec![ok, [2, 0, 5, 1]], err("window_ms", 2)),
