@@ -646,3 +646,46 @@ fn the_script_checks_every_rule_before_writing() {
     assert_eq!(v.len(), 4 + 5 * 3);
     assert_eq!(dbsize(&server), 2);
 }
+
+/// A composite call takes no lease, but counts every live lease on its keys, the calling
+/// instance's own included (whose unused leased permits Redis counts as used): exact beside them.
+#[test]
+fn composite_calls_count_live_leases_as_used() {
+    let server = server();
+    let leasing = blocking_with(
+        &server,
+        Options {
+            leases: rl_core::Leases::On,
+            lease_ms: 5_000,
+            ..strict()
+        },
+    );
+    let other = blocking_with(&server, strict());
+    let (limit, window) = (100u64, 60_000u64);
+    let k = same_slot(&other, "leased", 2);
+    for _ in 0..3 {
+        assert!(leasing.acquire(&k[0], limit, window, 1).unwrap().allowed);
+    }
+    let leased = leasing.stats().leased_permits;
+    assert!(leased >= 3, "{:?}", leasing.stats());
+    let rules = [rule(&k[0], limit, window, 1), rule(&k[1], 1000, window, 1)];
+    for (who, l) in [("another instance", &other), ("the lease holder", &leasing)] {
+        let d = l.acquire_all(&rules, None).unwrap();
+        assert!(d.allowed, "{who}: {d:?}");
+        assert_eq!(
+            d.decisions[0].used,
+            other.peek(&k[0], limit, window).unwrap().used
+        );
+    }
+    assert_eq!(other.peek(&k[0], limit, window).unwrap().used, leased + 2);
+    let mut got = 2;
+    while other.acquire_all(&rules, None).unwrap().allowed {
+        got += 1;
+    }
+    assert_eq!(got, limit - leased, "the whole lease stays counted");
+    assert_eq!(
+        leasing.stats().leases_taken,
+        1,
+        "composite calls took no lease"
+    );
+}
