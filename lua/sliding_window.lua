@@ -72,12 +72,24 @@
 --   reply    {0, allowed, used, retry_after_ms, reset_after_ms, now_ms, ...5 more per request}
 --            {-1, '<name of the bad argument>', <request number, 0 for the batch's own>}
 --            {-2, server_now_ms}   client_now_ms is further than max_skew_ms from Redis TIME
+--
+-- Calling convention 'rl1C', composite (rl-core's acquire_all): several rules, on one or more keys
+-- of one Cluster slot, decided all-or-nothing at one instant. See `composite` below.
+--   KEYS     the distinct window keys (1..16), each used by at least one rule
+--   ARGV[1]  'rl1C'
+--   ARGV[2]  pack('>dd', client_now_ms (0 = use Redis TIME), max_skew_ms)
+--   ARGV[3]  per rule pack('>dddd', key index (1-based, into KEYS), window_ms, limit, cost), 1..16
+--            rules; rules on one key share one cost (one admission of it is checked against
+--            every (limit, window) of that key)
+--   reply    {0, allowed, retry_after_ms, now_ms, then per rule: allowed, used, retry_after_ms,
+--            reset_after_ms, now_ms}; errors as for convention 2 (the number is the rule's)
 
 local MAX_WINDOW_MS = 2592000000     -- 30 days
 local MAX_PERMITS = 1000000000000000 -- 1e15: every sum stays an exact integer in a Lua double
 local MAX_TIME_MS = 1000000000000000
 local TTL_SLACK_MS = 1000
 local MAX_BATCH = 1000
+local MAX_RULES = 16
 
 local MOD = 4503599627370496 -- 2^52: running totals wrap here, so every sum stays exact
 
@@ -727,6 +739,89 @@ local function lease(KEYS, ARGV)
   return {0, k, now, used, reset_after}
 end
 
+-- Calling convention 'rl1C', composite (see the top). Phase 1 decides every rule like a peek of
+-- its cost (live leases counted, as for any decision); only if every rule fits does phase 2 admit
+-- the cost once per distinct key, by deciding that key's longest-window rule with consume, so the
+-- key keeps history for every window its rules count. Nothing changes between the phases (one
+-- script, one instant), so phase 2 admits what phase 1 allowed. A rule's `allowed` says whether it
+-- alone would admit; the overall retry is the latest of the denying rules' retries (each one, once
+-- met, stays met while nothing else is admitted). Phase 1 writes nothing but a longer window than
+-- a key has seen (as a peek does); every argument is checked before it.
+local function composite(KEYS, ARGV)
+  local nkeys = #KEYS
+  if nkeys < 1 or nkeys > MAX_RULES then return {-1, 'key', 0} end
+  if #ARGV ~= 3 or #ARGV[2] ~= 16 then return {-1, 'batch', 0} end
+  local client_now, max_skew = sunpack('>dd', ARGV[2])
+  if not int_in(max_skew, 0, MAX_TIME_MS) then return {-1, 'max_skew_ms', 0} end
+  if not int_in(client_now, 0, MAX_TIME_MS) then return {-1, 'client_now_ms', 0} end
+  local blob = ARGV[3]
+  local n = #blob / 32
+  if n < 1 or n > MAX_RULES or n ~= floor(n) then return {-1, 'rules', 0} end
+  local seen = {}
+  for k = 1, nkeys do
+    if seen[KEYS[k]] then return {-1, 'key', 0} end
+    seen[KEYS[k]] = true
+  end
+  -- Per key index: its cost, and the rule with its longest window (the one phase 2 admits by).
+  local idx, windows, limits, costs, key_cost, key_rule = {}, {}, {}, {}, {}, {}
+  for i = 1, n do
+    local k, w, l, c = sunpack('>dddd', blob, (i - 1) * 32 + 1)
+    if not int_in(k, 1, nkeys) then return {-1, 'key', i} end
+    if not int_in(w, 1, MAX_WINDOW_MS) then return {-1, 'window_ms', i} end
+    if not int_in(l, 1, MAX_PERMITS) then return {-1, 'limit', i} end
+    if not int_in(c, 1, l) then return {-1, 'cost', i} end
+    if key_cost[k] ~= nil and key_cost[k] ~= c then return {-1, 'cost', i} end
+    key_cost[k] = c
+    if key_rule[k] == nil or w > windows[key_rule[k]] then key_rule[k] = i end
+    idx[i], windows[i], limits[i], costs[i] = k, w, l, c
+  end
+  for k = 1, nkeys do
+    if key_rule[k] == nil then return {-1, 'key', 0} end
+  end
+  local slack = TTL_SLACK_MS
+  local server = server_ms()
+  local now = server
+  if client_now ~= 0 then
+    now = client_now
+    if abs(now - server) > max_skew then
+      return {-2, server}
+    end
+    slack = slack + 2 * max_skew
+  end
+  local out = {0, 1, 0, now}
+  local allowed, retry, latest = true, 0, now
+  for i = 1, n do
+    local key, o = KEYS[idx[i]], 4 + (i - 1) * 5
+    local err = decide(out, o, key, key .. ':l', now, server, windows[i], limits[i], costs[i], false, slack, 1)
+    if err then return err end
+    if out[o + 1] == 0 then
+      allowed = false
+      if out[o + 3] > retry then retry = out[o + 3] end
+    end
+    if out[o + 5] > latest then latest = out[o + 5] end
+  end
+  out[4] = latest
+  if not allowed then
+    out[2], out[3] = 0, retry
+    return out
+  end
+  local tmp = {0, 0, 0, 0, 0}
+  for k = 1, nkeys do
+    local r, key = key_rule[k], KEYS[k]
+    local err = decide(tmp, 0, key, key .. ':l', now, server, windows[r], limits[r], costs[r], true, slack, 1)
+    if err then return err end
+    if tmp[1] ~= 1 then
+      return redis.error_reply('rl: composite admission on ' .. key .. ' denied after its check')
+    end
+  end
+  for i = 1, n do
+    local o = 4 + (i - 1) * 5
+    out[o + 2] = out[o + 2] + costs[i]
+    if out[o + 4] < windows[i] then out[o + 4] = windows[i] end
+  end
+  return out
+end
+
 -- A decimal integer in [lo, hi], or nil. The pattern rejects what tonumber would let through:
 -- 'inf', 'nan', '0x10', '1e3', '1.5', ' 5', '+5', '-5'.
 local function int_arg(s, lo, hi)
@@ -770,6 +865,8 @@ local function entry(KEYS, ARGV)
     return native(KEYS, ARGV)
   elseif conv == 'rl1L' then
     return lease(KEYS, ARGV)
+  elseif conv == 'rl1C' then
+    return composite(KEYS, ARGV)
   end
   return design(KEYS, ARGV)
 end

@@ -50,6 +50,25 @@ impl Limiter {
         self.run(self.inner.acquire(key.as_ref(), limit, window_ms, cost))?
     }
 
+    /// See [`crate::Limiter::acquire_all`]: all rules or none, in one atomic decision.
+    pub fn acquire_all(
+        &self,
+        rules: &[crate::Rule],
+        group: Option<&[u8]>,
+    ) -> Result<crate::CompositeDecision> {
+        self.run(self.inner.acquire_all(rules, group))?
+    }
+
+    /// See [`crate::Limiter::rule_key`].
+    pub fn rule_key(&self, key: impl AsRef<[u8]>, group: Option<&[u8]>) -> Vec<u8> {
+        self.inner.rule_key(key, group)
+    }
+
+    /// See [`crate::Limiter::reset_in_group`].
+    pub fn reset_in_group(&self, key: impl AsRef<[u8]>, group: Option<&[u8]>) -> Result<()> {
+        self.run(self.inner.reset_in_group(key.as_ref(), group))?
+    }
+
     pub fn peek(&self, key: impl AsRef<[u8]>, limit: u64, window_ms: u64) -> Result<Decision> {
         self.run(self.inner.peek(key.as_ref(), limit, window_ms))?
     }

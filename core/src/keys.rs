@@ -35,6 +35,22 @@ pub fn redis_key(prefix: &str, user_key: &[u8]) -> Vec<u8> {
     out
 }
 
+/// The Redis key holding `user_key`'s window inside `group` (composite calls, `composite.rs`):
+/// `<prefix>{<escaped group>}{<escaped user key>}`. Redis takes the first `{...}` as the hash tag,
+/// so every key of one group sits in one Cluster slot. Distinct from every ungrouped key (which
+/// holds one `}`, at its end; this holds two) and injective in (group, key) by the escaping; the
+/// lease suffix `:l` still follows the last `}`.
+pub fn group_key(prefix: &str, group: &[u8], user_key: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(prefix.len() + group.len() + user_key.len() + 4);
+    out.extend_from_slice(prefix.as_bytes());
+    out.push(b'{');
+    push_escaped(&mut out, group);
+    out.extend_from_slice(b"}{");
+    push_escaped(&mut out, user_key);
+    out.push(b'}');
+    out
+}
+
 /// Appends `user_key` escaped: afterwards every `%` in it is followed by `25`, `7B` or `7D`, which
 /// leaves any other `%` sequence free for rl's own suffixes (the sub-keys of `shards.rs`).
 pub(crate) fn push_escaped(out: &mut Vec<u8>, user_key: &[u8]) {
@@ -94,6 +110,21 @@ mod tests {
         assert_eq!(redis_key("rl:", b"a}b{c%"), b"rl:{a%7Db%7Bc%25}".to_vec());
         // "%7D" typed by a user must not meet an escaped "}".
         assert_ne!(redis_key("rl:", b"%7D"), redis_key("rl:", b"}"));
+    }
+
+    #[test]
+    fn grouped_keys_share_their_groups_slot_and_never_meet_plain_keys() {
+        let g = group_key("rl:", b"tenant:7", b"ip:1.2.3.4");
+        assert_eq!(g, b"rl:{tenant:7}{ip:1.2.3.4}".to_vec());
+        assert_eq!(slot(&g), slot(b"tenant:7"));
+        assert_eq!(slot(&group_key("rl:", b"tenant:7", b"user:9")), slot(&g));
+        // A plain key cannot spell a grouped one: its braces are escaped.
+        assert_ne!(redis_key("rl:", b"tenant:7}{ip:1.2.3.4"), g);
+        // (group, key) pairs that concatenate alike stay apart.
+        assert_ne!(
+            group_key("rl:", b"a}{b", b"c"),
+            group_key("rl:", b"a", b"b}{c")
+        );
     }
 
     #[test]

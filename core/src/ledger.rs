@@ -27,6 +27,7 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use lru::LruCache;
 
 use crate::backend::Verdict;
+use crate::composite::{self, Plan};
 use crate::keyed::{Shards, SHARDS};
 use crate::window::{Rule, Share, Window};
 
@@ -225,6 +226,77 @@ impl Ledger {
         // A new local permit makes the key dirty; its last ones leaving the window, clean.
         self.settle(&mut shard, key);
         v
+    }
+
+    /// A composite call decided locally at `now` (`composite.rs`): every rule checked like a peek
+    /// of its cost against its share (`budgets[i]`, with the others' last seen permits within
+    /// its limit), then, if all fit, the cost admitted once per key (`keys`: the Redis keys, in
+    /// the plan's order). The keys' shards stay locked throughout (taken in one order, see
+    /// `Shards::get_many`), so it is atomic against every other local decision. A key's record
+    /// keeps its longest rule's window, so the shorter rules never prune what a longer one counts.
+    pub(crate) fn decide_all(
+        &self,
+        keys: &[&[u8]],
+        plan: &Plan<'_>,
+        budgets: &[u64],
+        now: u64,
+    ) -> Vec<Verdict> {
+        let longest = plan.longest();
+        let (mut guards, at) = self.shards.get_many(keys);
+        // Each key's time, raised to its newest bucket; None: no room for its record.
+        let mut times: Vec<Option<u64>> = Vec::with_capacity(keys.len());
+        for (k, key) in keys.iter().enumerate() {
+            let window_ms = plan.rules[longest[k]].window_ms;
+            let log = guards[at[k]].log(key, window_ms, true);
+            times.push(log.map(|log| log.advance(window_ms, now)));
+        }
+        let mut out: Vec<Verdict> = plan
+            .rules
+            .iter()
+            .zip(budgets)
+            .map(|(r, &budget)| {
+                let rule = Rule {
+                    window_ms: r.window_ms,
+                    limit: r.limit,
+                    cost: r.cost,
+                    consume: false,
+                };
+                let log = guards[at[r.key]].log(keys[r.key], r.window_ms, false);
+                match (log, times[r.key]) {
+                    (Some(log), Some(t)) => log.window.decide(
+                        t,
+                        &rule,
+                        Share {
+                            budget,
+                            others: log.others,
+                        },
+                    ),
+                    // As for one call: denied until a flush makes room for the key's record.
+                    _ => Verdict {
+                        allowed: false,
+                        used: budget,
+                        retry_after_ms: r.window_ms,
+                        reset_after_ms: r.window_ms,
+                        now_ms: now,
+                    },
+                }
+            })
+            .collect();
+        if out.iter().all(|v| v.allowed) {
+            let gen = self.gen.load(Ordering::Acquire);
+            for (k, key) in keys.iter().enumerate() {
+                let (log, t) = (guards[at[k]].log(key, 0, false), times[k]);
+                if let (Some(log), Some(t)) = (log, t) {
+                    log.window
+                        .admit(t, plan.rules[longest[k]].cost, gen, MAX_ENTRIES);
+                }
+            }
+            composite::admitted(&mut out, &plan.rules);
+        }
+        for (k, key) in keys.iter().enumerate() {
+            self.settle(&mut guards[at[k]], key);
+        }
+        out
     }
 
     pub(crate) fn forget(&self, key: &[u8]) {

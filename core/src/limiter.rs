@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::backend::memory::MemoryBackend;
 use crate::backend::{BackendKind, Request, Verdict};
 use crate::clock::SystemClock;
+use crate::composite::{self, CompositeDecision, Rule};
 use crate::decision::{Decision, Mode};
 use crate::error::{Error, Result};
 use crate::options::Options;
@@ -153,6 +154,88 @@ impl Limiter {
             consume: true,
         })
         .await
+    }
+
+    /// Takes each rule's `cost` from its key's window only if every rule fits: all or nothing, in
+    /// one atomic decision (one script call on Redis). Typical uses: per-IP + per-user +
+    /// per-tenant limits on one request, or a burst and a daily limit on one key (rules built from
+    /// `Policy::parse_many("100/s; 5000/h")` with [`Rule::from_policy`]).
+    ///
+    /// - Rules on the same key are one window checked against each rule's limit and window, so
+    ///   they must ask the same cost. At most [`crate::MAX_RULES`] rules.
+    /// - The result holds one decision per rule, in order, and the overall one: its
+    ///   `retry_after_ms` is the wait until every rule fits.
+    /// - On a Redis Cluster a script call runs on one slot, so all keys of a call must share one.
+    ///   `group` (e.g. a tenant or an API name) becomes the keys' hash tag: every key of the
+    ///   call is stored as `<prefix>{<group>}{<key>}`, a window apart from the same key without
+    ///   a group (or in another group), and one group is one slot, served by one master.
+    ///   Without a group, keys on different slots are refused with `InvalidArgument` naming
+    ///   them, on every topology and backend (a standalone Redis too), so code that works on one
+    ///   Redis works on a Cluster. One key alone, or one key with several limits, needs no group.
+    /// - Refused with `key_shards` > 1 (a sharded key spans several slots).
+    /// - Takes no lease; exact beside leases all the same (Redis counts every live lease,
+    ///   this instance's unused leased permits as used). With the local fallback on, admissions
+    ///   are recorded like any other, and while Redis is unhealthy the call is decided locally,
+    ///   honouring every rule (each within this instance's share of its limit), all or nothing.
+    pub async fn acquire_all(
+        &self,
+        rules: &[Rule],
+        group: Option<&[u8]>,
+    ) -> Result<CompositeDecision> {
+        let plan = composite::plan(rules, group, self.shards())?;
+        let (verdicts, mode, caps) = match &self.inner.backend {
+            Backend::Redis(r) => {
+                let names: Vec<Vec<u8>> =
+                    plan.keys.iter().map(|k| self.rule_key(k, group)).collect();
+                let names: Vec<&[u8]> = names.iter().map(Vec::as_slice).collect();
+                r.decide_all(&names, &plan).await?
+            }
+            Backend::Memory(m) => {
+                self.inner.memory_decisions.fetch_add(1, Ordering::Relaxed);
+                let v = match group {
+                    None => m.decide_all(false, &plan.keys, &plan),
+                    Some(g) => {
+                        let names: Vec<Vec<u8>> = plan
+                            .keys
+                            .iter()
+                            .map(|k| keys::group_key("", g, k))
+                            .collect();
+                        let names: Vec<&[u8]> = names.iter().map(Vec::as_slice).collect();
+                        m.decide_all(true, &names, &plan)
+                    }
+                };
+                let caps = plan.rules.iter().map(|r| r.limit).collect();
+                (v, Mode::Memory, caps)
+            }
+        };
+        Ok(composite::decision(&verdicts, &caps, mode))
+    }
+
+    /// The Redis key that holds `key`'s window in a composite call with `group` (without one,
+    /// [`Limiter::redis_key`]).
+    pub fn rule_key(&self, key: impl AsRef<[u8]>, group: Option<&[u8]>) -> Vec<u8> {
+        match group {
+            Some(g) => keys::group_key(&self.inner.options.key_prefix, g, key.as_ref()),
+            None => self.redis_key(key),
+        }
+    }
+
+    /// Forgets everything admitted on `key` inside `group` (see [`Limiter::acquire_all`]);
+    /// without a group, [`Limiter::reset`].
+    pub async fn reset_in_group(&self, key: impl AsRef<[u8]>, group: Option<&[u8]>) -> Result<()> {
+        let key = key.as_ref();
+        let Some(g) = group else {
+            return self.reset(key).await;
+        };
+        validate::key(key)?;
+        composite::plan(&[Rule::new(key, 1, 1, 1)], group, 1)?;
+        match &self.inner.backend {
+            Backend::Redis(r) => r.reset(&self.rule_key(key, group)).await,
+            Backend::Memory(m) => {
+                m.reset_grouped(&keys::group_key("", g, key));
+                Ok(())
+            }
+        }
     }
 
     /// The window's state without taking anything; `allowed` tells whether one permit would be granted.

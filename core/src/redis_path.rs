@@ -17,6 +17,7 @@ use tokio::sync::Notify;
 use crate::backend::redis::{LeaseCall, RedisBackend, RepairCall, Settings};
 use crate::backend::{Request, Verdict};
 use crate::clock::{Clock, SystemClock};
+use crate::composite::Plan;
 use crate::decision::Mode;
 use crate::denials::Denials;
 use crate::error::{Error, ErrorKind, Result};
@@ -118,8 +119,8 @@ impl std::fmt::Debug for RedisPath {
     }
 }
 
-enum Outcome {
-    Done(Result<Verdict>),
+enum Outcome<T = Verdict> {
+    Done(Result<T>),
     Slow,
     Deadline,
 }
@@ -357,6 +358,112 @@ impl RedisPath {
         }
     }
 
+    /// A composite call (`composite.rs`) on `redis_keys` (the plan's keys, in its order): on
+    /// Redis in one script call, with `decide`'s resilience (bounded by the request timeout,
+    /// retried once on an outage, decided locally while Redis is unhealthy); admissions are
+    /// recorded in the ledger under each key, so the local budget and the failover repair see
+    /// them. Takes no lease and replays no cached denial. Returns one verdict per rule, the path
+    /// and each rule's cap (its limit, or locally this instance's share).
+    pub(crate) async fn decide_all(
+        self: &Arc<Self>,
+        redis_keys: &[&[u8]],
+        plan: &Plan<'_>,
+    ) -> Result<(Vec<Verdict>, Mode, Vec<u64>)> {
+        if self.fallback {
+            self.ensure_task();
+        }
+        if self.is_local() {
+            return Ok(self.decide_all_local(redis_keys, plan));
+        }
+        let deadline = Instant::now() + self.request_timeout;
+        let mut retried = false;
+        loop {
+            let started = Instant::now();
+            let call = self.backend.decide_all(redis_keys, plan);
+            let (e, reason) = match self.watch(call, started, deadline).await {
+                Outcome::Done(Ok(verdicts)) => {
+                    let rtt = started.elapsed();
+                    let slow_too_long = self.health.observe(started, rtt);
+                    if let Some(v) = verdicts.first() {
+                        self.learn_offset(v.now_ms, rtt);
+                    }
+                    if self.fallback {
+                        let allowed = verdicts.iter().all(|v| v.allowed);
+                        for (k, &i) in plan.longest().iter().enumerate() {
+                            let (r, v) = (&plan.rules[i], &verdicts[i]);
+                            let admitted = if allowed { r.cost } else { 0 };
+                            self.ledger.record(
+                                redis_keys[k],
+                                r.window_ms,
+                                v.now_ms,
+                                admitted,
+                                v.used,
+                            );
+                        }
+                    }
+                    self.health.counters.normal.fetch_add(1, Ordering::Relaxed);
+                    if slow_too_long
+                        && self.fallback
+                        && self
+                            .health
+                            .to_local("Redis round trips above degrade_rtt for degrade_after")
+                    {
+                        self.wake.notify_one();
+                    }
+                    let caps = plan.rules.iter().map(|r| r.limit).collect();
+                    return Ok((verdicts, Mode::Normal, caps));
+                }
+                Outcome::Done(Err(e)) if e.kind() == ErrorKind::BackendUnavailable => {
+                    self.health.counters.errors.fetch_add(1, Ordering::Relaxed);
+                    if !retried && Instant::now() + self.retry_delay < deadline {
+                        retried = true;
+                        self.health.counters.retries.fetch_add(1, Ordering::Relaxed);
+                        tokio::time::sleep(self.retry_delay).await;
+                        continue;
+                    }
+                    (e, "Redis errors after the retry")
+                }
+                Outcome::Done(Err(e)) => return Err(e),
+                Outcome::Slow => (
+                    Error::BackendUnavailable(
+                        "Redis round trips stayed above degrade_rtt for degrade_after".into(),
+                    ),
+                    "Redis round trips above degrade_rtt for degrade_after",
+                ),
+                Outcome::Deadline => (
+                    Error::BackendUnavailable(format!(
+                        "no answer from Redis within {} ms",
+                        self.request_timeout.as_millis()
+                    )),
+                    "request timeout",
+                ),
+            };
+            if !self.fallback {
+                return Err(e);
+            }
+            if self.health.to_local(reason) {
+                self.wake.notify_one();
+            }
+            tracing::debug!(error = %e, "rl: deciding a composite call locally");
+            return Ok(self.decide_all_local(redis_keys, plan));
+        }
+    }
+
+    /// A composite call on the ledger: every rule within this instance's share of its limit.
+    fn decide_all_local(
+        &self,
+        redis_keys: &[&[u8]],
+        plan: &Plan<'_>,
+    ) -> (Vec<Verdict>, Mode, Vec<u64>) {
+        let instances = self.instances();
+        let budgets: Vec<u64> = plan.rules.iter().map(|r| r.limit / instances).collect();
+        self.health.counters.local.fetch_add(1, Ordering::Relaxed);
+        let v = self
+            .ledger
+            .decide_all(redis_keys, plan, &budgets, self.local_now());
+        (v, Mode::Local, budgets)
+    }
+
     /// A decision from this instance's lease on the key, taking or renewing the lease if due;
     /// `None`: the plain path decides (no lease, or none granted, or the lease call failed).
     async fn decide_leased(
@@ -470,12 +577,12 @@ impl RedisPath {
     /// Runs a Redis call until it completes, its deadline passes, or (with the fallback on) it has
     /// been slower than `degrade_rtt` for `degrade_after`: a frozen Redis sends the limiter local
     /// within that period, not after the request timeout. One timer at a time, on the hot path.
-    async fn watch(
+    async fn watch<T>(
         &self,
-        fut: impl std::future::Future<Output = Result<Verdict>>,
+        fut: impl std::future::Future<Output = Result<T>>,
         started: Instant,
         deadline: Instant,
-    ) -> Outcome {
+    ) -> Outcome<T> {
         tokio::pin!(fut);
         let t = self.health.t;
         let mut check_at = if self.fallback {

@@ -76,10 +76,20 @@ impl Caller {
         key: &[u8],
         args: &[&[u8]],
     ) -> redis::RedisResult<Value> {
+        self.call_keys(conn, &[key], args).await
+    }
+
+    /// [`Caller::call`] with several keys (a composite call's, all in one slot).
+    pub(crate) async fn call_keys<C: ConnectionLike + Send>(
+        &self,
+        conn: &mut C,
+        keys: &[&[u8]],
+        args: &[&[u8]],
+    ) -> redis::RedisResult<Value> {
         if self.state.load(Ordering::Relaxed) != SCRIPTS {
             let mut loaded = false;
             loop {
-                match fcall(conn, key, args).await {
+                match fcall(conn, keys, args).await {
                     Ok(v) => {
                         self.state.store(FUNCTIONS, Ordering::Relaxed);
                         return Ok(v);
@@ -113,7 +123,10 @@ impl Caller {
                 }
             }
         }
-        let mut inv = SLIDING_WINDOW.key(key);
+        let mut inv = SLIDING_WINDOW.prepare_invoke();
+        for k in keys {
+            inv.key(*k);
+        }
         for a in args {
             inv.arg(*a);
         }
@@ -129,11 +142,14 @@ impl Caller {
 
 async fn fcall<C: ConnectionLike + Send>(
     conn: &mut C,
-    key: &[u8],
+    keys: &[&[u8]],
     args: &[&[u8]],
 ) -> redis::RedisResult<Value> {
     let mut c = redis::cmd("FCALL");
-    c.arg(&LIBRARY.function).arg(1).arg(key);
+    c.arg(&LIBRARY.function).arg(keys.len());
+    for k in keys {
+        c.arg(*k);
+    }
     for a in args {
         c.arg(*a);
     }

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use super::{Request, Verdict};
 use crate::clock::Clock;
+use crate::composite::{self, Plan, Planned};
 use crate::fork::ForkLocal;
 use crate::keyed::Shards;
 use crate::window::{Rule, Share, Window, MOD};
@@ -40,6 +41,9 @@ pub(crate) struct MemoryBackend {
     /// the memory backend is per process), and never waits on a shard lock that a parent thread
     /// held at the instant of `fork()`.
     shards: ForkLocal<Shards<Shard>>,
+    /// The keys of composite calls with a group, by `keys::group_key("", group, key)`: apart from
+    /// the plain keys, as in Redis (any bytes are a plain key, so one map could not keep them apart).
+    grouped: ForkLocal<Shards<Shard>>,
     clock: Arc<dyn Clock>,
 }
 
@@ -53,6 +57,7 @@ impl MemoryBackend {
     pub(crate) fn new(clock: Arc<dyn Clock>) -> Self {
         MemoryBackend {
             shards: ForkLocal::new(),
+            grouped: ForkLocal::new(),
             clock,
         }
     }
@@ -85,6 +90,58 @@ impl MemoryBackend {
 
     pub(crate) fn reset(&self, key: &[u8]) {
         self.shards.get().get(key).keys.remove(key);
+    }
+
+    /// Forgets a grouped key (see [`MemoryBackend::decide_all`]).
+    pub(crate) fn reset_grouped(&self, key: &[u8]) {
+        self.grouped.get().get(key).keys.remove(key);
+    }
+
+    /// A composite call (`composite.rs`) on `keys` (plain user keys, or with `grouped` the
+    /// `keys::group_key` names), all-or-nothing: every rule decided like a peek of its cost, then,
+    /// if all fit, the cost admitted once per key by its longest-window rule, as the script does.
+    /// The keys' shards stay locked from the first check to the last admission (taken in one
+    /// order, see `Shards::get_many`), so no other call sees or changes them in between.
+    pub(crate) fn decide_all(
+        &self,
+        grouped: bool,
+        keys: &[&[u8]],
+        plan: &Plan<'_>,
+    ) -> Vec<Verdict> {
+        let now = self.clock.now_ms();
+        let shards = if grouped { &self.grouped } else { &self.shards }.get();
+        let (mut guards, at) = shards.get_many(keys);
+        let mut held: Vec<Key> = keys
+            .iter()
+            .zip(&at)
+            .map(|(k, &g)| guards[g].keys.remove(*k).unwrap_or_default())
+            .collect();
+        let request = |r: &Planned, consume| Request {
+            key: keys[r.key],
+            limit: r.limit,
+            window_ms: r.window_ms,
+            cost: r.cost,
+            consume,
+        };
+        let mut out: Vec<Verdict> = plan
+            .rules
+            .iter()
+            .map(|r| decide(&mut held[r.key], now, &request(r, false)).0)
+            .collect();
+        if out.iter().all(|v| v.allowed) {
+            for (k, &i) in plan.longest().iter().enumerate() {
+                let r = &plan.rules[i];
+                let (v, _) = decide(&mut held[k], now, &request(r, true));
+                debug_assert!(v.allowed, "nothing changed since the check");
+            }
+            composite::admitted(&mut out, &plan.rules);
+        }
+        for ((k, &g), key) in keys.iter().zip(&at).zip(held) {
+            if !key.window.is_empty() {
+                guards[g].keys.insert(k.to_vec(), key);
+            }
+        }
+        out
     }
 }
 

@@ -26,6 +26,7 @@ use super::script::{self, parse_reply, HEARTBEAT, REPAIR};
 use super::topology;
 use super::{Request, Verdict};
 use crate::clock::Clock;
+use crate::composite::Plan;
 use crate::error::{Error, ErrorKind, Result};
 use crate::primaries::Primary;
 
@@ -150,6 +151,29 @@ impl RedisBackend {
                 Err(_) => Err(Error::Backend("a coalesced rl call was abandoned".into())),
             },
         }
+    }
+
+    /// A composite call (the script's convention 'rl1C'): `plan`'s rules on `redis_keys` (in the
+    /// plan's key order, all in one slot), one script call, never coalesced. Not bounded in time
+    /// here: the caller races it against its deadline, as for [`RedisBackend::decide`].
+    pub(crate) async fn decide_all(
+        &self,
+        redis_keys: &[&[u8]],
+        plan: &Plan<'_>,
+    ) -> Result<Vec<Verdict>> {
+        let shared = &self.shared;
+        let (id, mut conn) = shared.connector.get().await?;
+        let client_now = shared.clock.as_ref().map(|c| c.now_ms());
+        let clock = script::pack(&[client_now.unwrap_or(0), shared.max_skew_ms]);
+        let mut rules = Vec::with_capacity(plan.rules.len() * 4);
+        for r in &plan.rules {
+            rules.extend_from_slice(&[r.key as u64 + 1, r.window_ms, r.limit, r.cost]);
+        }
+        let rules = script::pack(&rules);
+        let args: [&[u8]; 3] = [b"rl1C", &clock, &rules];
+        let r = shared.caller.call_keys(&mut conn, redis_keys, &args).await;
+        let reply = shared.check(id, r)?;
+        script::parse_composite_reply(reply, plan.rules.len(), client_now, shared.max_skew_ms)
     }
 
     pub(crate) async fn reset(&self, redis_key: &[u8]) -> Result<()> {

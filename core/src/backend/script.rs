@@ -79,6 +79,37 @@ pub(crate) fn parse_lease_reply(
     })
 }
 
+/// Reads a composite call's reply `{0, allowed, retry_after, now, then 5 per rule}` into one
+/// verdict per rule (the overall figures follow from them; a reply whose `allowed` disagrees is
+/// refused as unexpected).
+pub(crate) fn parse_composite_reply(
+    reply: Value,
+    rules: usize,
+    client_now: Option<u64>,
+    max_skew_ms: u64,
+) -> Result<Vec<Verdict>> {
+    if let Value::Array(items) = &reply {
+        if items.len() == 4 + 5 * rules && items.first().and_then(int) == Some(0) {
+            let allowed = items.get(1).and_then(non_negative);
+            // Convention 2's shape, without the overall figures.
+            let rest = Value::Array(
+                std::iter::once(Value::Int(0))
+                    .chain(items[4..].iter().cloned())
+                    .collect(),
+            );
+            let verdicts = parse_reply(rest, rules, client_now, max_skew_ms)?;
+            if allowed == Some(u64::from(verdicts.iter().all(|v| v.allowed))) {
+                return Ok(verdicts);
+            }
+        }
+    }
+    parse_reply(reply, 0, client_now, max_skew_ms).and_then(|_| {
+        Err(Error::Backend(
+            "unexpected reply from the rl script's composite call".into(),
+        ))
+    })
+}
+
 /// Reads `{status, ...}` (see the script's header) into one verdict per request, or a typed error.
 pub(crate) fn parse_reply(
     reply: Value,
