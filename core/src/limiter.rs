@@ -204,6 +204,9 @@ impl Limiter {
                         m.decide_all(true, &names, &plan)
                     }
                 };
+                if !v.iter().all(|v| v.allowed) {
+                    self.inner.memory_denials.fetch_add(1, Ordering::Relaxed);
+                }
                 let caps = plan.rules.iter().map(|r| r.limit).collect();
                 (v, Mode::Memory, caps)
             }

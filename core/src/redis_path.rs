@@ -402,6 +402,10 @@ impl RedisPath {
                         }
                     }
                     self.health.counters.normal.fetch_add(1, Ordering::Relaxed);
+                    if !verdicts.iter().all(|v| v.allowed) {
+                        let denied = &self.health.counters.denied_normal;
+                        denied.fetch_add(1, Ordering::Relaxed);
+                    }
                     if slow_too_long
                         && self.fallback
                         && self
@@ -461,6 +465,10 @@ impl RedisPath {
         let v = self
             .ledger
             .decide_all(redis_keys, plan, &budgets, self.local_now());
+        if !v.iter().all(|v| v.allowed) {
+            let denied = &self.health.counters.denied_local;
+            denied.fetch_add(1, Ordering::Relaxed);
+        }
         (v, Mode::Local, budgets)
     }
 

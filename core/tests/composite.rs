@@ -399,6 +399,7 @@ fn memory_and_redis_make_the_same_composite_decisions() {
     let [memory, redis] = both(&server, &clock);
     let keys = same_slot(&redis, "model", 3);
     let mut rng = Rng(12345);
+    let mut denied = 0;
     for step in 0..400 {
         let (rules, _) = random_call(&keys, &mut rng);
         let group = (rng.below(4) == 0).then_some(&b"g"[..]);
@@ -406,6 +407,7 @@ fn memory_and_redis_make_the_same_composite_decisions() {
             memory.acquire_all(&rules, group).unwrap(),
             redis.acquire_all(&rules, group).unwrap(),
         );
+        denied += u64::from(!r.allowed);
         assert_eq!((m.mode, r.mode), (Mode::Memory, Mode::Normal));
         let strip = |d: &CompositeDecision| CompositeDecision {
             mode: Mode::Normal,
@@ -422,6 +424,14 @@ fn memory_and_redis_make_the_same_composite_decisions() {
         assert_eq!(strip(&m), strip(&r), "step {step}: {rules:?}");
         clock.advance(rng.below(120));
     }
+    // A composite call is one decision in stats(), a denial if any rule denied.
+    let (ms, rs) = (memory.stats(), redis.stats());
+    assert!(
+        denied > 0 && denied < 400,
+        "{denied} denials: the run tests nothing"
+    );
+    assert_eq!((ms.decisions_memory, ms.denied_memory), (400, denied));
+    assert_eq!((rs.decisions_normal, rs.denied_normal), (400, denied));
 }
 
 #[test]
