@@ -2,7 +2,10 @@
 //! this process wait, and go together in the next call — one EVALSHA decides them all, in order.
 //! A lone request goes out at once (no added latency); under concurrency on a hot key, Redis does
 //! one call per round trip instead of one per request, which is what lets one key take far more
-//! decisions per second than one-script-call-per-request can.
+//! decisions per second than one-script-call-per-request can. Between two batches the sender
+//! yields once (see `drive` in `redis.rs`), so that callers the last reply answered and who ask
+//! again at once ride the next batch rather than a lone call of their own a round trip later:
+//! closed-loop callers then share one call per round trip (`tests/batching.rs`).
 //!
 //! The queue per key is bounded, and every waiter is bounded by the request timeout. The next call
 //! for a key goes out only once the one in flight answered or ran out of time, even when its

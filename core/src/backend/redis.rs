@@ -472,6 +472,12 @@ async fn drive(shared: Arc<Shared>, key: Arc<[u8]>, mut batch: Vec<Waiter>) {
                 }
             }
         }
+        // The callers just answered are woken, not yet running: one turn of the scheduler lets
+        // those that ask again at once (a closed loop, a worker's next request) queue before the
+        // next batch goes, instead of missing it and waiting a whole round trip behind a batch
+        // of whoever queued meanwhile. Only ever between two batches for a key, never before a
+        // lone caller's call.
+        tokio::task::yield_now().await;
         match shared.queues.next_batch(&key) {
             Some(next) => batch = next,
             None => return,
