@@ -26,7 +26,7 @@ pub enum Command {
     /// N gateway instances offering an open-loop load to ONE key: latency, admitted rate, exactness,
     /// Redis cost
     Bench(BenchArgs),
-    /// Closed-loop decisions/s of rl-core (denial cache off unless -o denial_cache=true) beside a
+    /// Closed-loop decisions/s of rl-core (denial cache and local fallback off unless -o sets them) beside a
     /// raw EVALSHA of a minimal ZSET script
     Throughput(ThroughputArgs),
     /// Every limiter option (for --option NAME=VALUE): default, accepted values, what it does

@@ -81,11 +81,13 @@ pub fn run(a: ThroughputArgs) -> CliResult<u8> {
 }
 
 async fn throughput(a: &ThroughputArgs, target: &Target) -> CliResult<ThroughputReport> {
-    // Like for like with the raw script, which has no cache: every decision of a saturated key
-    // must reach Redis, or the ratio measures the denial cache instead of the script
-    // (`-o denial_cache=true` puts it back).
+    // Like for like with the raw script, which has neither a cache nor a fallback: every
+    // decision of a saturated key must reach Redis, or the ratio measures the denial cache (or,
+    // on a loaded client whose round trips pass degrade_rtt, the local fallback) instead of the
+    // script (`-o denial_cache=true`, `-o local_fallback=true` put them back).
     let base = Options {
         denial_cache: false,
+        local_fallback: false,
         ..Options::default()
     };
     let options = crate::options::build(base, a.prefix.as_deref(), &a.options)?;
