@@ -66,7 +66,9 @@ def expected(stats: rl.Stats, extra: Tuple[Tuple[str, str], ...] = ()) -> Series
 
 
 def test_http_scrape_equals_stats_and_the_decisions_made(redis_url: str, key: str, registry: CollectorRegistry, scrape) -> None:  # type: ignore[no-untyped-def]
-    with rl.Limiter(redis_url) as lim:
+    # Every call goes to Redis (no cached denials), which stays "normal" however slow this
+    # machine is: the counts are then exactly the calls made.
+    with rl.Limiter(redis_url, denial_cache=False, degrade_rtt_ms=60_000) as lim:
         registry.register(RlCollector(lim))
         decisions = [lim.acquire(key, 4, 60_000) for _ in range(7)]
         denied = sum(not d.allowed for d in decisions)
@@ -96,20 +98,22 @@ def test_http_scrape_equals_stats_and_the_decisions_made(redis_url: str, key: st
 
 
 def test_several_limiters_in_one_collector_by_limiter_label(redis_url: str, key: str, registry: CollectorRegistry, scrape) -> None:  # type: ignore[no-untyped-def]
-    api = rl.Limiter(redis_url)
+    api = rl.Limiter(redis_url, degrade_rtt_ms=60_000)
     login = rl.Limiter()  # the memory backend
     closed = rl.Limiter()
     closed.close()
     try:
         registry.register(RlCollector({"api": api, "login": login, "gone": closed}, const_labels={"service": "shop"}))
-        for _ in range(3):
+        for _ in range(4):
             api.acquire(key, 2, 60_000)
         for _ in range(5):
             login.acquire(key, 1, 60_000)
         _, series = scrape()
         sv = (("service", "shop"),)
+        # With the denial cache (the default), the 4th call's denial is replayed without Redis.
         assert series[("rl_decisions_total", (("limiter", "api"), ("mode", "normal")) + sv)] == 3
         assert series[("rl_denials_total", (("limiter", "api"), ("mode", "normal")) + sv)] == 1
+        assert series[("rl_denials_cached_total", (("limiter", "api"),) + sv)] == 1
         assert series[("rl_decisions_total", (("limiter", "login"), ("mode", "memory")) + sv)] == 5
         assert series[("rl_denials_total", (("limiter", "login"), ("mode", "memory")) + sv)] == 4
         assert series[("rl_mode", (("limiter", "login"), ("mode", "memory")) + sv)] == 1

@@ -19,7 +19,7 @@ exports nothing.
 
 from __future__ import annotations
 
-from typing import Dict, Iterator, List, Mapping, Optional, Protocol, Tuple, Union
+import typing as t
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -34,7 +34,7 @@ __all__ = ["RlCollector", "LIMITER_LABEL"]
 LIMITER_LABEL = "limiter"
 
 
-class _HasStats(Protocol):
+class _HasStats(t.Protocol):
     def stats(self) -> Stats: ...
 
 
@@ -45,13 +45,13 @@ class RlCollector(Collector):
 
     def __init__(
         self,
-        limiters: Union[_HasStats, Mapping[str, _HasStats]],
+        limiters: t.Union[_HasStats, t.Mapping[str, _HasStats]],
         *,
-        const_labels: Optional[Mapping[str, str]] = None,
+        const_labels: t.Optional[t.Mapping[str, str]] = None,
     ) -> None:
-        if isinstance(limiters, Mapping):
-            self._limiters: List[Tuple[Tuple[str, ...], _HasStats]] = [((name,), lim) for name, lim in limiters.items()]
-            self._names: Tuple[str, ...] = (LIMITER_LABEL,)
+        if isinstance(limiters, t.Mapping):
+            self._limiters: t.List[t.Tuple[t.Tuple[str, ...], _HasStats]] = [((name,), lim) for name, lim in limiters.items()]
+            self._names: t.Tuple[str, ...] = (LIMITER_LABEL,)
         else:
             self._limiters = [((), limiters)]
             self._names = ()
@@ -62,8 +62,8 @@ class RlCollector(Collector):
         self._const_names = tuple(consts)
         self._const_values = tuple(consts.values())
 
-    def collect(self) -> Iterator[Metric]:
-        snapshots: List[Tuple[Tuple[str, ...], Dict[str, Union[str, int]]]] = []
+    def collect(self) -> t.Iterator[Metric]:
+        snapshots: t.List[t.Tuple[t.Tuple[str, ...], t.Dict[str, t.Union[str, int]]]] = []
         for values, lim in self._limiters:
             try:
                 snapshots.append((values, lim.stats().as_dict()))
@@ -84,13 +84,13 @@ class RlCollector(Collector):
                     family.add_metric(list(self._const_values + values + own), value)
             yield family
 
-    def describe(self) -> Iterator[Metric]:
+    def describe(self) -> t.Iterator[Metric]:
         """The families without samples, so a registry checks for duplicate names at
         ``register()`` without reading any stats."""
         for name, kind, help_text, label, _ in METRICS:
             yield self._family(name, kind, help_text, label)
 
-    def _family(self, name: str, kind: str, help_text: str, label: Optional[str]) -> Union[CounterMetricFamily, GaugeMetricFamily]:
+    def _family(self, name: str, kind: str, help_text: str, label: t.Optional[str]) -> t.Union[CounterMetricFamily, GaugeMetricFamily]:
         labels = list(self._const_names + self._names) + ([label] if label is not None else [])
         if kind == "counter":
             # prometheus_client drops _total from the family name and puts it back on the sample.
