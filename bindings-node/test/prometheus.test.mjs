@@ -52,7 +52,9 @@ describe('rl-limiter/prometheus', () => {
   })
 
   test('registry text equals stats() and the decisions made, every family present', async () => {
-    const limiter = new Limiter(REDIS_URL)
+    // Every call goes to Redis (no cached denials), which stays "normal" however slow this
+    // machine is: the counts are then exactly the calls made.
+    const limiter = new Limiter(REDIS_URL, { denialCache: false, degradeRttMs: 60_000 })
     try {
       const registry = new Registry()
       registerMetrics(limiter, { registry })
@@ -84,7 +86,7 @@ describe('rl-limiter/prometheus', () => {
   })
 
   test('served over node:http and fetched: several limiters under the limiter label', async () => {
-    const api = new Limiter(REDIS_URL)
+    const api = new Limiter(REDIS_URL, { degradeRttMs: 60_000 })
     const login = new Limiter() // the memory backend
     const gone = new Limiter()
     gone.close()
@@ -97,7 +99,7 @@ describe('rl-limiter/prometheus', () => {
     await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
     try {
       const key = uniqueKey('prometheus-http')
-      for (let i = 0; i < 3; i++) await api.acquire(key, { limit: 2, windowMs: 60_000 })
+      for (let i = 0; i < 4; i++) await api.acquire(key, { limit: 2, windowMs: 60_000 })
       for (let i = 0; i < 5; i++) await login.acquire(key, { limit: 1, windowMs: 60_000 })
       const res = await fetch(`http://127.0.0.1:${server.address().port}/metrics`)
       assert.equal(res.status, 200)
@@ -106,6 +108,8 @@ describe('rl-limiter/prometheus', () => {
 
       assert.equal(series.get('rl_decisions_total{limiter=api,mode=normal,service=shop}'), 3)
       assert.equal(series.get('rl_denials_total{limiter=api,mode=normal,service=shop}'), 1)
+      // With the denial cache (the default), the 4th call's denial is replayed without Redis.
+      assert.equal(series.get('rl_denials_cached_total{limiter=api,service=shop}'), 1)
       assert.equal(series.get('rl_decisions_total{limiter=login,mode=memory,service=shop}'), 5)
       assert.equal(series.get('rl_denials_total{limiter=login,mode=memory,service=shop}'), 4)
       assert.equal(series.get('rl_mode{limiter=login,mode=memory,service=shop}'), 1)
