@@ -2,6 +2,7 @@
 // registry, read back as text by an independent parser (parse-prometheus-text-format, not ours),
 // and served over node:http and fetched.
 import assert from 'node:assert/strict'
+import { execFileSync } from 'node:child_process'
 import { createServer } from 'node:http'
 import { createRequire } from 'node:module'
 import { describe, test } from 'node:test'
@@ -49,6 +50,15 @@ describe('rl-limiter/prometheus', () => {
     assert.equal(cjs.registerMetrics, registerMetrics)
     assert.equal(prometheusDefault.registerMetrics, registerMetrics)
     assert.equal(LIMITER_LABEL, 'limiter')
+  })
+
+  test('the published package carries the subpath export and the table it reads', () => {
+    const packed = JSON.parse(execFileSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: new URL('..', import.meta.url), encoding: 'utf8' }))
+    const files = packed[0].files.map((f) => f.path)
+    for (const f of ['prometheus.js', 'prometheus.mjs', 'prometheus.d.ts', 'prometheus.d.mts', 'metrics-table.js']) assert.ok(files.includes(f), f)
+    const pkg = require('../package.json')
+    assert.equal(pkg.peerDependenciesMeta['prom-client'].optional, true)
+    assert.equal(pkg.dependencies?.['prom-client'], undefined)
   })
 
   test('registry text equals stats() and the decisions made, every family present', async () => {
