@@ -6,7 +6,9 @@
 #      or default build), bundles
 #      it in the jar, runs the JUnit 5 suite against a real redis-server on a free loopback port
 #      (the Redis-down test starts and kills its own), and installs dev.rl:rl-java into ~/.m2;
-#   2. the consumer project examples/gateway, built against that installed artifact and run
+#   2. micrometer/ (dev.rl:rl-micrometer, the Micrometer MeterBinder), built and tested against
+#      that installed artifact and a real redis-server;
+#   3. the consumer project examples/gateway, built against that installed artifact and run
 #      against a real redis-server.
 #
 #   bash bindings-java/test.sh          from anywhere
@@ -36,6 +38,9 @@ mvn_flags=(-B -ntp -Dstyle.color=never -Drl.cargo.target.dir="$target" "-Drl.car
 
 echo "== bindings-java: mvn install (native build, JUnit suite against a real redis-server, install to ~/.m2)"
 "$harness" run -- mvn "${mvn_flags[@]}" -f bindings-java/pom.xml install
+
+echo "== bindings-java: rl-micrometer (micrometer/, the MeterBinder) against the installed dev.rl:rl-java and a real redis-server"
+"$harness" run -- mvn -B -ntp -Dstyle.color=never -Drl.test.requireRedis=true -f bindings-java/micrometer/pom.xml verify
 
 echo "== bindings-java: consumer project examples/gateway against the installed dev.rl:rl-java"
 out="$("$harness" run -- mvn -q -B -ntp -Dstyle.color=never -f bindings-java/examples/gateway/pom.xml package exec:java 2>&1)" || {

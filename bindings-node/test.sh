@@ -14,7 +14,8 @@ command -v node >/dev/null || { echo "bindings-node/test.sh: node is missing (No
 command -v npm >/dev/null || { echo "bindings-node/test.sh: npm is missing" >&2; exit 1; }
 command -v redis-cli >/dev/null || { echo "bindings-node/test.sh: redis-cli is missing (scripts/ensure-deps.sh installs it)" >&2; exit 1; }
 
-harness="$root/target/debug/rl-harness"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}"
+harness="$CARGO_TARGET_DIR/debug/rl-harness"
 if [ ! -x "$harness" ]; then
   (cd "$root" && cargo build -p rl-harness --locked)
 fi
@@ -28,7 +29,6 @@ if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modu
 fi
 
 echo "-- build the addon (napi build, debug, with the test-panic hook: see core/src/unwind.rs)"
-export CARGO_TARGET_DIR="$root/target"
 stash="$(mktemp -d)"
 trap 'rm -rf "$stash"' EXIT
 cp index.js index.d.ts "$stash/"

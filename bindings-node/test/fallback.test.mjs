@@ -19,7 +19,8 @@ const NUMBER_FIELDS = [
   'decisionsNormal', 'decisionsLocal', 'decisionsMemory', 'transitionsToLocal', 'transitionsToNormal', 'stateMs',
   'redisErrors', 'retries', 'probes', 'repairs', 'repairedPermits', 'failovers', 'instances', 'localKeys',
   'rttSamples', 'rttLastUs', 'rttP50Us', 'rttP99Us', 'rttMaxUs', 'shardBorrows', 'decisionsLease',
-  'leasesTaken', 'leaseRefunds', 'leasedPermits', 'refundedPermits', 'denialsCached',
+  'leasesTaken', 'leaseRefunds', 'leasedPermits', 'refundedPermits', 'denialsCached', 'deniedNormal', 'deniedLocal',
+  'deniedMemory',
 ]
 const FIELDS = ['mode', 'topology', 'stateReason', ...NUMBER_FIELDS]
 

@@ -84,3 +84,15 @@ def errors() -> str:
     except rl.RateLimitError:
         return "other"
     return ""
+
+
+def prometheus_use(url: str) -> None:
+    from prometheus_client import CollectorRegistry
+
+    from rl.prometheus import RlCollector
+
+    registry = CollectorRegistry()
+    registry.register(RlCollector(rl.Limiter(url)))
+    registry.register(RlCollector({"api": rl.Limiter(url), "login": rl.AsyncLimiter(url)}, const_labels={"service": "shop"}))
+    RlCollector(rl.Limiter(url), const_labels={"service": 1})  # type: ignore[dict-item]
+    RlCollector("redis://")  # type: ignore[arg-type]

@@ -20,3 +20,10 @@ export function mode(): Stats['mode'] {
   const s: Stats = new rl.Limiter(undefined, { localFallback: false, instances: 2 }).stats()
   return s.mode
 }
+
+import promClient = require('prom-client')
+import rlPrometheus = require('rl-limiter/prometheus')
+
+export function metricsCjs(): void {
+  rlPrometheus.registerMetrics({ api: other }, { registry: new promClient.Registry() })
+}

@@ -44,3 +44,19 @@ export async function misc(): Promise<void> {
   new Limiter(undefined, { localFallback: 'no' })
   await limiter.close()
 }
+
+// rl-limiter/prometheus with prom-client: one limiter, or several by name.
+import { Registry } from 'prom-client'
+import prometheus, { registerMetrics } from 'rl-limiter/prometheus'
+
+export function metrics(): Registry {
+  const registry = new Registry()
+  registerMetrics(limiter, { registry })
+  const created = prometheus.registerMetrics(new Map([['api', limiter], ['login', new Limiter()]]), { registry, labels: { service: 'shop' } })
+  void created.length
+  // @ts-expect-error a registry is required
+  registerMetrics(limiter, {})
+  // @ts-expect-error label values are strings
+  registerMetrics(limiter, { registry, labels: { service: 1 } })
+  return registry
+}

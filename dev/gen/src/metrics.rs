@@ -83,7 +83,7 @@ fn python() -> String {
 
 fn node() -> String {
     let mut t = crate::banner("//");
-    t += "'use strict';\n/** The metric families rl exports; see metrics.js. Each sample: [label value, stats field\n * (camelCase), scale, mode] — the value is the field times scale, or, with a mode, 1 when\n * the limiter's mode is that one. */\nmodule.exports = [\n";
+    t += "'use strict';\n/** The metric families rl exports, read by prometheus.js. Each sample: [label value, stats field\n * (camelCase), scale, mode] — the value is the field times scale, or, with a mode, 1 when\n * the limiter's mode is that one. */\nmodule.exports = [\n";
     for m in METRICS {
         t += &format!(
             "  {{ name: {}, kind: {}, help: {}, label: {}, samples: [\n",
