@@ -195,7 +195,8 @@ def bench_rl(url: str, scenarios: List[str], args: argparse.Namespace) -> List[D
             else:
                 continue
             st = lim.stats()
-            r["stats"] = {"local": st.decisions_local, "denials_cached": st.denials_cached, "lease": st.decisions_lease}
+            r["stats"] = {"local": st.decisions_local, "denials_cached": st.denials_cached, "lease": st.decisions_lease,
+                          "to_local": st.transitions_to_local, "reason": st.state_reason, "redis_errors": st.redis_errors}
             out.append(r)
         lim.close()
     return out
@@ -329,6 +330,8 @@ def print_tables(results: List[Dict[str, Any]], idle: Dict[str, Any]) -> None:
     for r in results:
         st = r.get("stats")
         extra = f"{st['local']} / {st['denials_cached']}" if st else ""
+        if st and st["to_local"]:
+            extra += f" (went local {st['to_local']}x: {st['reason']}; {st['redis_errors']} Redis errors)"
         print(
             f"| {r['pinning']} | {r['scenario']} | {r['library']} | {r['per_s']:,.0f} | {r['allowed_per_s']:,.0f} | {r['p50_ms']:.3f} | {r['p99_ms']:.3f}"
             f" | {r['p999_ms']:.3f} | {r['client_cpu_us']:.1f} | {r['redis_cpu_us']:.1f} | {extra} |"
