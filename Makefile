@@ -1,6 +1,6 @@
 # One entry point. `make test` runs every test (installing what is missing); `make bench` runs the
 # design's benchmark against a private local Redis; `make demo` shows one key being limited.
-.PHONY: build test bench throughput demo scenarios hotkey clean
+.PHONY: build test bench bench-python throughput demo scenarios hotkey clean
 
 build:
 	cargo build --release -p rl-cli
@@ -10,6 +10,11 @@ test:
 
 bench: build
 	target/release/rl bench
+
+# Python: rl vs `limits` (redis-py + hiredis), 1 and 16 threads, one key and 100k keys, pinned
+# and unpinned, against a private redis-server (release wheel in target/py-bench-venv).
+bench-python:
+	bash bindings-python/bench/run.sh $(BENCH_ARGS)
 
 throughput: build
 	target/release/rl throughput

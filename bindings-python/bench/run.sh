@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# rl vs `limits` (MovingWindowRateLimiter, redis-py + hiredis) on one hot key, 16 threads and
-# asyncio C=64, against a private redis-server started (and stopped) by rl-harness.
-#   bash bindings-python/bench/run.sh [bench.py options, e.g. --duration 10]
+# rl vs `limits` (MovingWindowRateLimiter, redis-py + hiredis), side by side in one run: 1 and 16
+# threads on one key and on random keys out of 100,000, client pinned to CPU 0 and Redis to CPU 1,
+# then both unpinned; plus Redis bytes per idle key. Against a private redis-server started (and
+# stopped) by rl-harness.
+#   bash bindings-python/bench/run.sh [bench.py options, e.g. --duration 10 --pinning pinned]
 # Builds rl in release mode into its own venv (target/py-bench-venv); not part of the tests.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
