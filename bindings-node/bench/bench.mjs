@@ -7,7 +7,7 @@
 //
 //   node bench.mjs --url redis://127.0.0.1:6379 [--label pinned] [--scenarios lone,hot,many]
 //                  [--seconds 5] [--warmup-seconds 1] [--rounds 2] [--keys 100000]
-//                  [--only rl|rlf] [--json-out FILE] [--memory]
+//                  [--only rlf,rl,rl-nodc] [--json-out FILE] [--memory]
 //
 // Contenders per scenario:
 //   rlf       RateLimiterRedis with its defaults (one EVAL-like script call per consume).
@@ -103,6 +103,7 @@ async function drive(call, keyOf, seconds, concurrency) {
   let allowed = 0
   let errors = 0
   let firstError = null
+  const modes = {}
   const origin = performance.timeOrigin
   const cpu0 = process.cpuUsage()
   const start = performance.now()
@@ -122,6 +123,7 @@ async function drive(call, keyOf, seconds, concurrency) {
       const t1 = performance.now()
       latencies.push(t1 - t0)
       calls++
+      if (r.mode !== undefined) modes[r.mode] = (modes[r.mode] ?? 0) + 1
       if (r.allowed) {
         allowed++
         admittedClient.push(origin + t1)
@@ -138,6 +140,7 @@ async function drive(call, keyOf, seconds, concurrency) {
     decisionsPerSec: calls / elapsed,
     admittedPerSec: allowed / elapsed,
     errors,
+    modes,
     firstError: firstError ? String(firstError) : null,
     clientCpuUs: (cpu.user + cpu.system) / calls,
     p50ms: percentile(sorted, 50),
@@ -182,14 +185,17 @@ const CONTENDERS = {
   },
 }
 
+// localFallback: false: on this shared 2-core machine Redis's round trip passes degradeRttMs (5 ms)
+// under load, and the limiter would then decide most calls from its local fallback (mode local),
+// which is not what is compared here. Every rl decision below is Redis's (or the denial cache's).
 async function openRl(s, prefix, url, options) {
-  const limiter = new Limiter(url, { keyPrefix: prefix, ...options })
+  const limiter = new Limiter(url, { keyPrefix: prefix, localFallback: false, ...options })
   await limiter.ping()
   const o = { limit: s.limit, windowMs: s.windowMs }
   return {
     async call(key) {
       const d = await limiter.acquire(key, o)
-      return { allowed: d.allowed, atMs: d.nowMs }
+      return { allowed: d.allowed, atMs: d.nowMs, mode: d.mode }
     },
     reset: (key) => limiter.reset(key),
     close: () => limiter.close(),
@@ -218,6 +224,7 @@ async function runOne(id, s, opts, admin, stamp) {
     admittedPerSec: Math.round(r.admittedPerSec),
     maxAdmittedInWindow: s.keys === 1 ? maxInSpan(r.admittedServer.length ? r.admittedServer : r.admittedClient, s.windowMs) : null,
     errors: r.errors,
+    modes: r.modes,
     firstError: r.firstError,
   }
 }
@@ -271,7 +278,7 @@ const title = (s) => `${s.what}${opts.label ? ` [${opts.label}]` : ''}`
 for (const name of opts.scenarios) {
   const s = SCENARIOS[name]
   let ids = Object.keys(CONTENDERS).filter((id) => !(CONTENDERS[id].oneKeyOnly && s.keys > 1))
-  if (opts.only) ids = ids.filter((id) => id.startsWith(opts.only))
+  if (opts.only) ids = ids.filter((id) => opts.only.split(',').includes(id))
   const runs = Object.fromEntries(ids.map((id) => [id, []]))
   for (let round = 0; round < opts.rounds; round++) {
     const order = ids.map((_, i) => ids[(i + round) % ids.length])
@@ -285,6 +292,11 @@ for (const name of opts.scenarios) {
     med[id].maxAdmittedInWindow = s.keys === 1 ? Math.max(...rs.map((r) => r.maxAdmittedInWindow)) : null
     med[id].errors = rs.reduce((a, r) => a + r.errors, 0)
     med[id].rounds = rs.map((r) => r.decisionsPerSec)
+    // rl's decisions by mode over all rounds, as shares (normal, local fallback, lease...).
+    const modes = {}
+    for (const r of rs) for (const [m, n] of Object.entries(r.modes)) modes[m] = (modes[m] ?? 0) + n
+    const total = Object.values(modes).reduce((a, b) => a + b, 0)
+    med[id].modes = Object.entries(modes).map(([m, n]) => `${m} ${((100 * n) / total).toFixed(1)}%`).join(', ')
     const firstError = rs.find((r) => r.firstError)?.firstError
     if (firstError) med[id].firstError = firstError
     table[CONTENDERS[id].name] = {
@@ -297,6 +309,7 @@ for (const name of opts.scenarios) {
       'admitted/s': Math.round(med[id].admittedPerSec),
       [`max in any ${s.windowMs} ms`]: med[id].maxAdmittedInWindow ?? '-',
       'each round': med[id].rounds.join(' '),
+      modes: med[id].modes || '-',
       errors: med[id].errors,
     }
   }

@@ -54,7 +54,7 @@ async function drive(call) {
 
 const lim = { limit: 1e12, windowMs: 1000 }
 const mem = new Limiter(undefined)
-const rl = new Limiter(o.url, { denialCache: false, keyPrefix: 'bd:' })
+const rl = new Limiter(o.url, { denialCache: false, localFallback: false, keyPrefix: 'bd:' })
 await rl.ping()
 const io = new Redis(o.url)
 await io.ping()
