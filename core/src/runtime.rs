@@ -42,7 +42,7 @@ pub fn handle() -> Result<Handle> {
         None => {
             let rt: &'static Runtime = Box::leak(Box::new(
                 Builder::new_multi_thread()
-                    .worker_threads(2)
+                    .worker_threads(worker_threads())
                     .thread_name("rl-runtime")
                     .enable_all()
                     .build()
@@ -54,6 +54,14 @@ pub fn handle() -> Result<Handle> {
     };
     CACHED.with(|c| *c.borrow_mut() = Some((generation, handle.clone())));
     Ok(handle)
+}
+
+/// Two workers, or one when this process may run on one cpu only (`taskset`, a cgroup cpuset:
+/// `available_parallelism` reads the affinity mask): on one core a second worker only adds
+/// wake-ups and work stealing between threads that take turns on the same cpu, which costs the
+/// caller's thread its cpu time on every call (measured from Node: bindings-node/bench).
+fn worker_threads() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get().min(2))
 }
 
 /// Runs `fut` to completion from synchronous code. On a plain thread the future runs right here
