@@ -23,7 +23,10 @@ fn ints(r: RespValue) -> Vec<i64> {
     let RespValue::Array(items) = r else {
         panic!("{r:?}")
     };
-    items.iter().map(|i| i.as_int().unwrap_or(i64::MIN)).collect()
+    items
+        .iter()
+        .map(|i| i.as_int().unwrap_or(i64::MIN))
+        .collect()
 }
 
 fn redis_ms(server: &RedisServer) -> u64 {
@@ -141,7 +144,18 @@ fn a_lease_on_a_key_with_buckets_counts_in_every_later_plain_decision_until_it_a
         assert_eq!(acquire(&server, keys, &key, now + 1, w, limit, 1), (1, 3));
         assert_eq!(hgetalls(&server), before, "no lease: the HASH is not read");
         // Another instance leases (7 - 3 = 7 left, fair share 3); the horizon rises to its end.
-        let k = lease(&server, &key, "b", now + 10, w, limit, 5, lease_ms, 1, (0, 0));
+        let k = lease(
+            &server,
+            &key,
+            "b",
+            now + 10,
+            w,
+            limit,
+            5,
+            lease_ms,
+            1,
+            (0, 0),
+        );
         assert_eq!(k, 3);
         assert_eq!(header(&server, &key)[6], (now + 10 + lease_ms) as f64);
         // A plain decision from anyone counts the lease: 3 + 3 leased, so 4 fit and the 5th not.
@@ -155,7 +169,11 @@ fn a_lease_on_a_key_with_buckets_counts_in_every_later_plain_decision_until_it_a
         let t = now + 10 + lease_ms + w;
         let before = hgetalls(&server);
         assert_eq!(acquire(&server, keys, &key, t, w, limit, 3), (1, 10));
-        assert_eq!(hgetalls(&server), before, "an aged-out lease: the HASH is not read");
+        assert_eq!(
+            hgetalls(&server),
+            before,
+            "an aged-out lease: the HASH is not read"
+        );
         assert_eq!(
             acquire(&server, keys, &key, t, 2 * w, limit, 1).0,
             0,
@@ -173,7 +191,11 @@ fn a_returned_lease_clears_the_horizon_and_other_leases_keep_it() {
     assert_eq!(acquire(&server, Keys::Two, key, now, w, limit, 1), (1, 1));
     assert!(lease(&server, key, "a", now + 1, w, limit, 10, 500, 1, (0, 0)) > 0);
     assert!(lease(&server, key, "b", now + 2, w, limit, 10, 200, 2, (0, 0)) > 0);
-    assert_eq!(header(&server, key)[6], (now + 501) as f64, "the latest end");
+    assert_eq!(
+        header(&server, key)[6],
+        (now + 501) as f64,
+        "the latest end"
+    );
     // a returns (used 4): b's lease is left, and the horizon is b's end.
     lease(&server, key, "a", now + 3, w, limit, 0, 500, 0, (1, 4));
     assert_eq!(header(&server, key)[6], (now + 202) as f64);
@@ -181,7 +203,10 @@ fn a_returned_lease_clears_the_horizon_and_other_leases_keep_it() {
     lease(&server, key, "b", now + 4, w, limit, 0, 200, 0, (2, 0));
     assert_eq!(header(&server, key)[6], 0.0);
     let before = hgetalls(&server);
-    assert_eq!(acquire(&server, Keys::One, key, now + 5, w, limit, 1), (1, 6));
+    assert_eq!(
+        acquire(&server, Keys::One, key, now + 5, w, limit, 1),
+        (1, 6)
+    );
     assert_eq!(hgetalls(&server), before);
 }
 
@@ -220,7 +245,14 @@ fn a_48_byte_header_reads_the_hash_once_and_learns_the_horizon() {
     let now = redis_ms(&server);
     // As the previous script wrote them: a 48-byte header (3 permits at now - 5 s, longest 60 s)
     // and a live lease of 4 permits ending at now + 1 s.
-    let head = pack(&[3.0, (now - 5000) as f64, 0.0, 0.0, (now + 120_000) as f64, w as f64]);
+    let head = pack(&[
+        3.0,
+        (now - 5000) as f64,
+        0.0,
+        0.0,
+        (now + 120_000) as f64,
+        w as f64,
+    ]);
     cmd(&server, &[b"RPUSH", key.as_bytes(), &head]);
     cmd(&server, &[b"PEXPIRE", key.as_bytes(), b"120000"]);
     let l = pack(&[(now + 1000) as f64, 4.0, 1.0]);
@@ -232,7 +264,11 @@ fn a_48_byte_header_reads_the_hash_once_and_learns_the_horizon() {
         "3 in buckets + 4 leased + 3"
     );
     assert_eq!(acquire(&server, Keys::One, key, now, w, limit, 1).0, 0);
-    assert_eq!(hgetalls(&server), before + 2, "the horizon counts the lease");
+    assert_eq!(
+        hgetalls(&server),
+        before + 2,
+        "the horizon counts the lease"
+    );
     let h = header(&server, key);
     assert_eq!(h.len(), 7, "rewritten in the 56-byte layout");
     assert_eq!(h[6], (now + 1000) as f64);
