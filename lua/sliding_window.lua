@@ -37,6 +37,10 @@
 -- that reads the HASH for a "not known" header writes what it learnt. Leases that ended age out
 -- of it with no write: once the horizon is before the edge, no lease counts and nothing is read.
 -- The key's TTL need not cover the leases: once the key is gone, a decision reads the HASH.
+-- The HASH is not declared in KEYS: it is usually missing, and Redis Cluster answers TRYAGAIN to
+-- every call naming a missing key while its slot migrates (a whole migration of refused calls);
+-- undeclared, it is read only while a lease may count, and a read refused as "non local" during
+-- a migration is retried by rl like TRYAGAIN.
 -- Numbers are stored packed (exact integers in doubles) because converting decimal text costs a
 -- script call more than anything else it does (strtod per number read, printf per number written).
 -- A bucket at ms t counts while t > now - window. A typical call reads index 0 and at most a
@@ -72,8 +76,8 @@
 --            scenario B). pre_alloc / degraded_until are validated and ignored: the design's
 --            degraded pool was never filled and rejected everything; falling back when Redis is
 --            unhealthy is the client library's job. client_id must be present (audit only).
---            The lease HASH, KEYS[1] .. ':l', is not declared here (KEYS[2] is the prefix); it is
---            read only when the key's lease horizon says a lease may count (see Leases above).
+--            The lease HASH, KEYS[1] .. ':l', is read only when the key's lease horizon says a
+--            lease may count (see Leases above).
 --   reply    {allowed (1|0), remaining, current, 'normal'};  {-1, 0, 0, 'invalid_args'} on bad input
 --
 -- Calling convention 2, the native one (rl-core): a batch of requests on one key, decided in
@@ -81,8 +85,6 @@
 -- Numbers travel packed as big-endian doubles (struct.pack('>d...')), not as decimal text: parsing
 -- text is the costliest thing a script call does.
 --   KEYS[1]  the limiter's key
---   KEYS[2]  optional: the key's lease HASH, KEYS[1] .. ':l' exactly (rl declares it, so Redis
---            Cluster knows every key the call may touch); when absent the script names it
 --   ARGV[1]  'rl1'
 --   ARGV[2]  pack('>dd', client_now_ms (0 = use Redis TIME), max_skew_ms)
 --   ARGV[3]  per request pack('>dddd', op (1 acquire, 0 peek), window_ms, limit, cost), 1..1000
@@ -603,17 +605,6 @@ local function request(blob, i)
   return op == 1, window, limit, cost
 end
 
--- The lease HASH of KEYS[1], `KEYS[1] .. ':l'`; a caller may declare it as KEYS[2] (rl does, so
--- Redis Cluster knows every key a call may touch), and then it must be that name. nil if not.
-local function lease_key(KEYS)
-  local lkey = KEYS[1] .. ':l'
-  local declared = KEYS[2]
-  if declared ~= nil and declared ~= lkey then
-    return nil
-  end
-  return lkey
-end
-
 -- Calling convention 2 (see the top).
 local function native(KEYS, ARGV)
   local key = KEYS[1]
@@ -650,8 +641,7 @@ local function native(KEYS, ARGV)
     -- A bucket made on the client's clock may outlive the server-clock TTL by twice the skew.
     slack = slack + 2 * max_skew
   end
-  local lkey = lease_key(KEYS)
-  if lkey == nil then return {-1, 'key', 0} end
+  local lkey = key .. ':l'
   if n == 1 then
     local out = {0, 0, 0, 0, 0, 0} -- sized once
     local err = decide(out, 1, key, lkey, now, server, w1, l1, k1, c1, slack, 1)
@@ -701,7 +691,6 @@ end
 -- the bucket counts them exactly (a little longer); the rest are free again. A lease that no
 -- longer counts in the longest window is only deleted: its grants lie before every future span.
 --   KEYS[1]  the limiter's key; the leases live in KEYS[1] .. ':l' (same hash tag, same slot)
---   KEYS[2]  optional, as for convention 2: KEYS[1] .. ':l'
 --   ARGV[1]  'rl1L'
 --   ARGV[2]  pack('>dd', client_now_ms (0 = use Redis TIME), max_skew_ms)
 --   ARGV[3]  pack('>dddddddd', window_ms, limit, want, min, lease_ms, seq, old_seq, old_used):
@@ -730,8 +719,7 @@ local function lease(KEYS, ARGV)
   if not int_in(old_used, 0, MAX_PERMITS) then return {-1, 'old_used', 1} end
   local id = ARGV[4]
   if #id == 0 or #id > 256 then return {-1, 'instance', 1} end
-  local lkey = lease_key(KEYS)
-  if lkey == nil then return {-1, 'key', 0} end
+  local lkey = key .. ':l'
   local slack = TTL_SLACK_MS
   local server = server_ms()
   local now = server

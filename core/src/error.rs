@@ -127,9 +127,7 @@ impl From<redis::RedisError> for Error {
         }
         // A script that reads a key the call did not name (the lease HASH `<key>:l`) while its
         // slot is migrating: Redis refuses the read as "non local" until the keys have moved.
-        // Like TRYAGAIN, a retry a moment later is routed to the right node. rl's own calls now
-        // declare the HASH (Cluster answers TRYAGAIN/ASK instead), so they should no longer see
-        // this; it stays as a harmless safety net.
+        // Like TRYAGAIN, a retry a moment later is routed to the right node.
         let migrating = text.contains("attempted to access a non local key in a cluster node");
         if e.is_timeout()
             || migrating

@@ -38,21 +38,8 @@ fn redis_ms(server: &RedisServer) -> u64 {
     secs * 1000 + micros / 1000
 }
 
-/// The keys a call names: the window alone (as a gateway may call), or with its lease HASH
-/// declared (as rl calls).
-#[derive(Clone, Copy)]
-enum Keys {
-    One,
-    Two,
-}
-
-fn eval(server: &RedisServer, keys: Keys, key: &str, args: &[&[u8]]) -> RespValue {
-    let lkey = format!("{key}:l");
-    let mut all: Vec<&[u8]> = vec![b"EVAL", SLIDING_WINDOW_LUA.as_bytes()];
-    match keys {
-        Keys::One => all.extend_from_slice(&[b"1", key.as_bytes()]),
-        Keys::Two => all.extend_from_slice(&[b"2", key.as_bytes(), lkey.as_bytes()]),
-    }
+fn eval(server: &RedisServer, key: &str, args: &[&[u8]]) -> RespValue {
+    let mut all: Vec<&[u8]> = vec![b"EVAL", SLIDING_WINDOW_LUA.as_bytes(), b"1", key.as_bytes()];
     all.extend_from_slice(args);
     cmd(server, &all)
 }
@@ -60,7 +47,6 @@ fn eval(server: &RedisServer, keys: Keys, key: &str, args: &[&[u8]]) -> RespValu
 /// A plain decision (convention 2) at `now`: `(allowed, used)`.
 fn acquire(
     server: &RedisServer,
-    keys: Keys,
     key: &str,
     now: u64,
     window: u64,
@@ -69,7 +55,7 @@ fn acquire(
 ) -> (i64, i64) {
     let head = pack(&[now as f64, SKEW]);
     let body = pack(&[1.0, window as f64, limit as f64, cost as f64]);
-    let r = ints(eval(server, keys, key, &[b"rl1", &head, &body]));
+    let r = ints(eval(server, key, &[b"rl1", &head, &body]));
     assert_eq!(r[0], 0, "{r:?}");
     (r[1], r[2])
 }
@@ -99,12 +85,7 @@ fn lease(
         old.0 as f64,
         old.1 as f64,
     ]);
-    let r = ints(eval(
-        server,
-        Keys::Two,
-        key,
-        &[b"rl1L", &head, &body, id.as_bytes()],
-    ));
+    let r = ints(eval(server, key, &[b"rl1L", &head, &body, id.as_bytes()]));
     assert_eq!(r[0], 0, "{r:?}");
     r[1]
 }
@@ -135,18 +116,18 @@ fn a_lease_on_a_key_with_buckets_counts_in_every_later_plain_decision_until_it_a
     let server = server();
     let (w, limit, lease_ms) = (1000, 10, 300);
     let now = redis_ms(&server);
-    for (n, keys) in [Keys::One, Keys::Two].into_iter().enumerate() {
-        let key = format!("h{n}");
+    {
+        let key = "h";
         // A key with buckets and no lease: its horizon says so, and it is decided without the HASH.
-        assert_eq!(acquire(&server, keys, &key, now, w, limit, 2), (1, 2));
+        assert_eq!(acquire(&server, key, now, w, limit, 2), (1, 2));
         assert_eq!(header(&server, &key)[6], 0.0, "a key nobody leased");
         let before = hgetalls(&server);
-        assert_eq!(acquire(&server, keys, &key, now + 1, w, limit, 1), (1, 3));
+        assert_eq!(acquire(&server, key, now + 1, w, limit, 1), (1, 3));
         assert_eq!(hgetalls(&server), before, "no lease: the HASH is not read");
         // Another instance leases (7 - 3 = 7 left, fair share 3); the horizon rises to its end.
         let k = lease(
             &server,
-            &key,
+            key,
             "b",
             now + 10,
             w,
@@ -159,23 +140,23 @@ fn a_lease_on_a_key_with_buckets_counts_in_every_later_plain_decision_until_it_a
         assert_eq!(k, 3);
         assert_eq!(header(&server, &key)[6], (now + 10 + lease_ms) as f64);
         // A plain decision from anyone counts the lease: 3 + 3 leased, so 4 fit and the 5th not.
-        assert_eq!(acquire(&server, keys, &key, now + 20, w, limit, 4), (1, 10));
-        assert_eq!(acquire(&server, keys, &key, now + 20, w, limit, 1), (0, 10));
+        assert_eq!(acquire(&server, key, now + 20, w, limit, 4), (1, 10));
+        assert_eq!(acquire(&server, key, now + 20, w, limit, 1), (0, 10));
         // The buckets leave at +1000/+1001/+1020; the lease (end +310) counts until +1310.
         let t = now + 1100;
-        assert_eq!(acquire(&server, keys, &key, t, w, limit, 7), (1, 10));
-        assert_eq!(acquire(&server, keys, &key, t, w, limit, 1), (0, 10));
+        assert_eq!(acquire(&server, key, t, w, limit, 7), (1, 10));
+        assert_eq!(acquire(&server, key, t, w, limit, 1), (0, 10));
         // Aged out (crash: never returned): it counts no more, and costs no read.
         let t = now + 10 + lease_ms + w;
         let before = hgetalls(&server);
-        assert_eq!(acquire(&server, keys, &key, t, w, limit, 3), (1, 10));
+        assert_eq!(acquire(&server, key, t, w, limit, 3), (1, 10));
         assert_eq!(
             hgetalls(&server),
             before,
             "an aged-out lease: the HASH is not read"
         );
         assert_eq!(
-            acquire(&server, keys, &key, t, 2 * w, limit, 1).0,
+            acquire(&server, key, t, 2 * w, limit, 1).0,
             0,
             "a longer window still counts the lease (and reads the HASH for it)"
         );
@@ -188,7 +169,7 @@ fn a_returned_lease_clears_the_horizon_and_other_leases_keep_it() {
     let server = server();
     let (w, limit, key) = (1000, 100, "ret");
     let now = redis_ms(&server);
-    assert_eq!(acquire(&server, Keys::Two, key, now, w, limit, 1), (1, 1));
+    assert_eq!(acquire(&server, key, now, w, limit, 1), (1, 1));
     assert!(lease(&server, key, "a", now + 1, w, limit, 10, 500, 1, (0, 0)) > 0);
     assert!(lease(&server, key, "b", now + 2, w, limit, 10, 200, 2, (0, 0)) > 0);
     assert_eq!(
@@ -203,10 +184,7 @@ fn a_returned_lease_clears_the_horizon_and_other_leases_keep_it() {
     lease(&server, key, "b", now + 4, w, limit, 0, 200, 0, (2, 0));
     assert_eq!(header(&server, key)[6], 0.0);
     let before = hgetalls(&server);
-    assert_eq!(
-        acquire(&server, Keys::One, key, now + 5, w, limit, 1),
-        (1, 6)
-    );
+    assert_eq!(acquire(&server, key, now + 5, w, limit, 1), (1, 6));
     assert_eq!(hgetalls(&server), before);
 }
 
@@ -226,16 +204,13 @@ fn a_refund_that_makes_the_window_key_does_not_hide_another_live_lease() {
     assert_eq!(header(&server, key)[6], (now + 5001) as f64, "b's end");
     // A plain decision counts b's lease and the 3.
     let want = 3 + b;
-    assert_eq!(
-        acquire(&server, Keys::One, key, now + 3, w, limit, 1),
-        (1, want + 1)
-    );
+    assert_eq!(acquire(&server, key, now + 3, w, limit, 1), (1, want + 1));
     let fit = limit as i64 - want - 1;
     assert_eq!(
-        acquire(&server, Keys::One, key, now + 3, w, limit, fit as u64),
+        acquire(&server, key, now + 3, w, limit, fit as u64),
         (1, limit as i64)
     );
-    assert_eq!(acquire(&server, Keys::One, key, now + 3, w, limit, 1).0, 0);
+    assert_eq!(acquire(&server, key, now + 3, w, limit, 1).0, 0);
 }
 
 #[test]
@@ -259,11 +234,11 @@ fn a_48_byte_header_reads_the_hash_once_and_learns_the_horizon() {
     cmd(&server, &[b"HSET", b"old48:l", b"b", &l]);
     let before = hgetalls(&server);
     assert_eq!(
-        acquire(&server, Keys::One, key, now, w, limit, 3),
+        acquire(&server, key, now, w, limit, 3),
         (1, 10),
         "3 in buckets + 4 leased + 3"
     );
-    assert_eq!(acquire(&server, Keys::One, key, now, w, limit, 1).0, 0);
+    assert_eq!(acquire(&server, key, now, w, limit, 1).0, 0);
     assert_eq!(
         hgetalls(&server),
         before + 2,
@@ -299,15 +274,12 @@ fn repair_keeps_the_horizon_or_marks_it_unknown() {
         cmd(&server, &args);
     };
     // A key with a lease: a repair that rewrites it keeps the horizon.
-    assert_eq!(acquire(&server, Keys::Two, "r1", now, w, limit, 1), (1, 1));
+    assert_eq!(acquire(&server, "r1", now, w, limit, 1), (1, 1));
     let k = lease(&server, "r1", "b", now, w, limit, 10, 1000, 1, (0, 0));
     assert!(k > 0);
     repair("r1", &[now as f64, 2.0]);
     assert_eq!(header(&server, "r1")[6], (now + 1000) as f64);
-    assert_eq!(
-        acquire(&server, Keys::One, "r1", now, w, limit, 1),
-        (1, 4 + k)
-    );
+    assert_eq!(acquire(&server, "r1", now, w, limit, 1), (1, 4 + k));
     // A repair that makes the key (it was gone, the lease was not) does not know the horizon,
     // so the next decision reads the HASH and counts the lease.
     let k = lease(&server, "r2", "b", now, w, limit, 10, 1000, 1, (0, 0));
@@ -315,35 +287,6 @@ fn repair_keeps_the_horizon_or_marks_it_unknown() {
     cmd(&server, &[b"DEL", b"r2"]);
     repair("r2", &[now as f64, 2.0]);
     assert_eq!(header(&server, "r2")[6], UNKNOWN);
-    assert_eq!(
-        acquire(&server, Keys::One, "r2", now, w, limit, 1),
-        (1, 3 + k)
-    );
+    assert_eq!(acquire(&server, "r2", now, w, limit, 1), (1, 3 + k));
     assert_eq!(header(&server, "r2")[6], (now + 1000) as f64, "learnt");
-}
-
-#[test]
-fn a_declared_lease_key_must_be_the_windows_and_is_checked_before_writing() {
-    let server = server();
-    let head = pack(&[0.0, 1000.0]);
-    let body = pack(&[1.0, 1000.0, 10.0, 1.0]);
-    let r = cmd(
-        &server,
-        &[
-            b"EVAL",
-            SLIDING_WINDOW_LUA.as_bytes(),
-            b"2",
-            b"rl:{k}",
-            b"rl:{k}:x",
-            b"rl1",
-            &head,
-            &body,
-        ],
-    );
-    let RespValue::Array(items) = r else {
-        panic!("{r:?}")
-    };
-    assert_eq!(items[0].as_int(), Some(-1));
-    assert_eq!(items[1].as_str(), Some("key"));
-    assert_eq!(dbsize(&server), 0);
 }

@@ -659,21 +659,21 @@ fn run_lease_case(server: &RedisServer, n: u64, c: &LeaseCase) -> Result<(), Tes
     let (w, limit) = (c.window, c.limit);
     let mut o = LeaseOracle::default();
     let mut seq = 0u64;
-    for (i, step) in c.steps.iter().enumerate() {
+    for step in &c.steps {
         match *step {
             LeaseStep::Advance(ms) => now += ms,
             LeaseStep::Acquire { cost } => {
                 let head = pack(&[now as f64, skew]);
                 let body = pack(&[1.0, w as f64, limit as f64, cost as f64]);
-                // Every other acquire declares the lease HASH as rl does; the others leave it
-                // to the script, as a gateway may.
-                let mut args: Vec<&[u8]> = vec![b"EVAL", rl_core::SLIDING_WINDOW_LUA.as_bytes()];
-                if i % 2 == 0 {
-                    args.extend_from_slice(&[b"2", key.as_bytes(), lkey.as_bytes()]);
-                } else {
-                    args.extend_from_slice(&[b"1", key.as_bytes()]);
-                }
-                args.extend_from_slice(&[b"rl1", &head, &body]);
+                let args: Vec<&[u8]> = vec![
+                    b"EVAL",
+                    rl_core::SLIDING_WINDOW_LUA.as_bytes(),
+                    b"1",
+                    key.as_bytes(),
+                    b"rl1",
+                    &head,
+                    &body,
+                ];
                 let r = ints(server.command(&args).unwrap());
                 let used = o.count(now, w);
                 let allowed = used + cost <= limit;

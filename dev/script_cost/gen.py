@@ -34,11 +34,10 @@ def main():
         else:
             args = 'rl1 %s %s' % (q(struct.pack('>dd', 0, 1000)),
                                   q(struct.pack('>dddd', 1, window, limit, 1)))
-            # Two keys, as rl calls it: the window and its lease HASH (declared, see the script).
             if kind == 'fcall':
-                out.append('FCALL %s 2 rl:{k} rl:{k}:l %s' % (sys.argv[5], args))
+                out.append('FCALL %s 1 rl:{k} %s' % (sys.argv[5], args))
             else:
-                out.append('EVALSHA %s 2 rl:{k} rl:{k}:l %s' % (sha, args))
+                out.append('EVALSHA %s 1 rl:{k} %s' % (sha, args))
     out.append('INFO commandstats')
     print('\n'.join(out))
 

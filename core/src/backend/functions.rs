@@ -67,22 +67,19 @@ pub(crate) struct Caller {
 }
 
 impl Caller {
-    /// Calls the window script on `key` with `args` (the native or lease convention), by FCALL,
-    /// loading the library when the server lacks it (first use, `FUNCTION FLUSH`, a new Cluster
-    /// master), or by EVALSHA once functions are refused. The key's lease HASH goes along as the
-    /// second key: the script may read it, and Redis Cluster checks declared keys (a slot
-    /// migrating mid-call is a TRYAGAIN or ASK, not a script error).
+    /// Calls the window script with `key` and `args` (the native convention), by FCALL, loading
+    /// the library when the server lacks it (first use, `FUNCTION FLUSH`, a new Cluster master),
+    /// or by EVALSHA once functions are refused.
     pub(crate) async fn call<C: ConnectionLike + Send>(
         &self,
         conn: &mut C,
         key: &[u8],
         args: &[&[u8]],
     ) -> redis::RedisResult<Value> {
-        let lease_key = crate::keys::lease_key(key);
         if self.state.load(Ordering::Relaxed) != SCRIPTS {
             let mut loaded = false;
             loop {
-                match fcall(conn, key, &lease_key, args).await {
+                match fcall(conn, key, args).await {
                     Ok(v) => {
                         self.state.store(FUNCTIONS, Ordering::Relaxed);
                         return Ok(v);
@@ -117,7 +114,6 @@ impl Caller {
             }
         }
         let mut inv = SLIDING_WINDOW.key(key);
-        inv.key(&lease_key);
         for a in args {
             inv.arg(*a);
         }
@@ -134,11 +130,10 @@ impl Caller {
 async fn fcall<C: ConnectionLike + Send>(
     conn: &mut C,
     key: &[u8],
-    lease_key: &[u8],
     args: &[&[u8]],
 ) -> redis::RedisResult<Value> {
     let mut c = redis::cmd("FCALL");
-    c.arg(&LIBRARY.function).arg(2).arg(key).arg(lease_key);
+    c.arg(&LIBRARY.function).arg(1).arg(key);
     for a in args {
         c.arg(*a);
     }
