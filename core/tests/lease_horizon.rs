@@ -120,7 +120,7 @@ fn a_lease_on_a_key_with_buckets_counts_in_every_later_plain_decision_until_it_a
         let key = "h";
         // A key with buckets and no lease: its horizon says so, and it is decided without the HASH.
         assert_eq!(acquire(&server, key, now, w, limit, 2), (1, 2));
-        assert_eq!(header(&server, &key)[6], 0.0, "a key nobody leased");
+        assert_eq!(header(&server, key)[6], 0.0, "a key nobody leased");
         let before = hgetalls(&server);
         assert_eq!(acquire(&server, key, now + 1, w, limit, 1), (1, 3));
         assert_eq!(hgetalls(&server), before, "no lease: the HASH is not read");
@@ -138,7 +138,7 @@ fn a_lease_on_a_key_with_buckets_counts_in_every_later_plain_decision_until_it_a
             (0, 0),
         );
         assert_eq!(k, 3);
-        assert_eq!(header(&server, &key)[6], (now + 10 + lease_ms) as f64);
+        assert_eq!(header(&server, key)[6], (now + 10 + lease_ms) as f64);
         // A plain decision from anyone counts the lease: 3 + 3 leased, so 4 fit and the 5th not.
         assert_eq!(acquire(&server, key, now + 20, w, limit, 4), (1, 10));
         assert_eq!(acquire(&server, key, now + 20, w, limit, 1), (0, 10));
