@@ -39,9 +39,14 @@ local t = call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local server = now -- Redis TIME: the TTL's clock
 
--- The window's layout is sliding_window.lua's: a 48-byte header (running totals modulo 2^52,
--- the longest window the key has seen), or the previous 40-byte one (per-bucket counts).
+-- The window's layout is sliding_window.lua's: a 56-byte header (running totals modulo 2^52,
+-- the longest window the key has seen, the lease horizon), or an older one: 48 bytes (no lease
+-- horizon) or 40 (per-bucket counts). This script never reads the lease HASH: a header it
+-- rewrites keeps the horizon it had, and one it makes or upgrades says "not known" (the next
+-- decision reads the HASH), so a live lease is never hidden from a decision.
 local MOD = 4503599627370496
+local UNKNOWN = 2 * 1000000000000000 -- sliding_window.lua's "lease horizon not known"
+local horizon = UNKNOWN
 -- Bounded work: a window of more than MAX_MERGE closed buckets is neither read nor rewritten.
 -- The permits such a repair adds are counted at its own `now` instead of at their ms (later than
 -- they were admitted: they count in every window they belong to, and in some later ones, an
@@ -51,7 +56,10 @@ local MAX_MERGE = 4096
 local buckets = {}
 local longest = window
 local head = call('LINDEX', key, '0')
-local capped = head and #head == 48 and call('LLEN', key) - 1 > MAX_MERGE
+local capped = head and (#head == 56 or #head == 48) and call('LLEN', key) - 1 > MAX_MERGE
+if head and #head == 56 then
+  horizon = select(7, sunpack('>ddddddd', head))
+end
 if capped then
   local _, open_t, _, _, _, seen = sunpack('>dddddd', head)
   longest = math.max(window, seen)
@@ -60,7 +68,7 @@ if capped then
   end
 elseif head then
   local open_t, open_c
-  if #head == 48 then
+  if #head == 56 or #head == 48 then
     local cum, t_open, base, _, _, seen = sunpack('>dddddd', head)
     open_t = t_open
     longest = math.max(window, seen)
@@ -190,7 +198,7 @@ if capped then
   end
   cum = (cum + added_local + added_failover) % MOD
   local expire_ms = math.max(call('PTTL', key), (now - server) + 2 * ttl)
-  call('LSET', key, '0', pack('>dddddd', cum, open_t, base, oldest, server + expire_ms, longest))
+  call('LSET', key, '0', pack('>ddddddd', cum, open_t, base, oldest, server + expire_ms, longest, horizon))
   call('PEXPIRE', key, format('%d', expire_ms))
   return {added_local, added_failover}
 end
@@ -220,7 +228,7 @@ for i = 1, #times - 1 do
   chunk[#chunk + 1] = pack('>dd', times[i], cum)
 end
 cum = cum + buckets[open_t]
-call('RPUSH', key, pack('>dddddd', cum, open_t, 0, oldest, server + expire_ms, longest))
+call('RPUSH', key, pack('>ddddddd', cum, open_t, 0, oldest, server + expire_ms, longest, horizon))
 for i = 1, #chunk, 500 do
   call('RPUSH', key, unpack(chunk, i, math.min(i + 499, #chunk)))
 end

@@ -4,12 +4,15 @@
 -- Semantics: at most `limit` permits in ANY span (now - window, now] of Redis server milliseconds.
 --
 -- Storage: ONE key per limiter, a LIST, so a limiter always lives in one Cluster slot:
---   index 0     the header, struct.pack('>dddddd', cum, open ms, base, oldest ms, deadline, longest)
+--   index 0     the header, struct.pack('>ddddddd', cum, open ms, base, oldest ms, deadline,
+--               longest, lease horizon)
 --               cum: permits admitted through the open bucket (the newest, the millisecond that
 --               admitted last), counted since the key was made, modulo 2^52; base: the same count
 --               just before the oldest stored bucket; oldest: the oldest closed bucket's ms (0 =
 --               none); deadline: until when (Redis server ms) the key's TTL is known to keep it;
---               longest: the longest window any call brought while the key lived
+--               longest: the longest window any call brought while the key lived; lease horizon:
+--               no lease in the key's lease HASH (convention 3) ends later (0 = no lease; 2e15 =
+--               not known, read the HASH)
 --   index 1..n  the closed buckets, struct.pack('>dd', ms, cum through this bucket): one per
 --               millisecond that admitted something, oldest first
 -- A window's count is a difference of two running totals, and the totals grow with time, so one
@@ -23,6 +26,21 @@
 -- previous layout: per-bucket counts, '>ddddd' sum, open ms, open permits, oldest, deadline on
 -- the caller's clock) is rewritten once into this layout when first read; its longest window is
 -- unknown and taken to be that call's.
+-- Leases (convention 3) live in a second key, `<key>:l`, a HASH. A decision counts the leases
+-- that end after its window's edge, and reads the HASH only when the lease horizon is after that
+-- edge, or the window key is missing: a key nobody leases costs no read of it. That skips only
+-- reads that would have found no lease to count, so a decision is the same as if it always read
+-- the HASH, because the horizon is never below a lease's end: a lease call sets it to the latest
+-- end left in the HASH after it granted and returned; a header made or rewritten without
+-- reading the HASH (a refund's bucket on a missing key, a 40-byte upgrade, lua/repair.lua) says
+-- "not known"; the 48-byte header before this one (no horizon) reads as "not known"; a decision
+-- that reads the HASH for a "not known" header writes what it learnt. Leases that ended age out
+-- of it with no write: once the horizon is before the edge, no lease counts and nothing is read.
+-- The key's TTL need not cover the leases: once the key is gone, a decision reads the HASH.
+-- The HASH is not declared in KEYS: it is usually missing, and Redis Cluster answers TRYAGAIN to
+-- every call naming a missing key while its slot migrates (a whole migration of refused calls);
+-- undeclared, it is read only while a lease may count, and a read refused as "non local" during
+-- a migration is retried by rl like TRYAGAIN.
 -- Numbers are stored packed (exact integers in doubles) because converting decimal text costs a
 -- script call more than anything else it does (strtod per number read, printf per number written).
 -- A bucket at ms t counts while t > now - window. A typical call reads index 0 and at most a
@@ -58,6 +76,8 @@
 --            scenario B). pre_alloc / degraded_until are validated and ignored: the design's
 --            degraded pool was never filled and rejected everything; falling back when Redis is
 --            unhealthy is the client library's job. client_id must be present (audit only).
+--            The lease HASH, KEYS[1] .. ':l', is read only when the key's lease horizon says a
+--            lease may count (see Leases above).
 --   reply    {allowed (1|0), remaining, current, 'normal'};  {-1, 0, 0, 'invalid_args'} on bad input
 --
 -- Calling convention 2, the native one (rl-core): a batch of requests on one key, decided in
@@ -93,8 +113,11 @@ local MAX_RULES = 16
 
 local MOD = 4503599627370496 -- 2^52: running totals wrap here, so every sum stays exact
 
-local HEADER, BUCKET = '>dddddd', '>dd'
+local HEADER, BUCKET = '>ddddddd', '>dd'
+local HEADER_48 = '>dddddd' -- the layout before the lease horizon (read, rewritten when written)
 local LEASE = '>ddd'
+-- A lease horizon meaning "not known: read the lease HASH" (later than any window edge).
+local UNKNOWN = 2 * MAX_TIME_MS
 local MAX_LEASES = 64
 
 -- Lua and Redis library functions, bound by bind() when a call starts: the top level of a Redis
@@ -227,16 +250,20 @@ end
 -- The leases on a window (`<key>:l`, a HASH: instance id -> pack('>ddd', end ms, permits, seq))
 -- that still count in a window whose span begins after `edge`: a lease granted at t counts in
 -- every span that meets [t, end], so while end > edge. Returns their permits, the live ones as
--- {end, permits} sorted by end (nil if none), and the latest end.
+-- {end, permits} sorted by end (nil if none), the latest live end, and the latest end of any
+-- lease in the HASH (0 if none: the key's lease horizon).
 local function live_leases(lkey, edge)
   -- HGETALL, not HVALS: the README's ACL rules already allow it.
   local vals = call('HGETALL', lkey)
   if #vals == 0 then
-    return 0, nil, nil
+    return 0, nil, nil, 0
   end
-  local sum, ends, lmax = 0, {}, nil
+  local sum, ends, lmax, hmax = 0, {}, nil, 0
   for i = 2, #vals, 2 do
     local e, k = sunpack(LEASE, vals[i])
+    if e > hmax then
+      hmax = e
+    end
     if e > edge then
       sum = sum + k
       ends[#ends + 1] = {e, k}
@@ -246,14 +273,14 @@ local function live_leases(lkey, edge)
     end
   end
   if #ends == 0 then
-    return 0, nil, nil
+    return 0, nil, nil, hmax
   end
   sort(ends, earlier_end)
-  return sum, ends, lmax
+  return sum, ends, lmax, hmax
 end
 
--- Rewrites a key in the previous layout (40-byte header, per-bucket counts) into this one. Runs
--- once per key, the first time a new script reads it; keeps the key's TTL.
+-- Rewrites a key in the 40-byte layout (per-bucket counts) into this one. Runs once per key, the
+-- first time a new script reads it; keeps the key's TTL. Its lease horizon is not known.
 local function upgrade(key, head, window)
   local _, open_t, open_c, oldest = sunpack('>ddddd', head)
   local ttl = call('PTTL', key)
@@ -266,7 +293,7 @@ local function upgrade(key, head, window)
   end
   cum = cum + open_c
   call('DEL', key)
-  local header = pack(HEADER, cum, open_t, 0, oldest, 0, window)
+  local header = pack(HEADER, cum, open_t, 0, oldest, 0, window, UNKNOWN)
   call('RPUSH', key, header)
   for i = 1, #items, 500 do
     call('RPUSH', key, unpack_list(items, i, min(i + 499, #items)))
@@ -311,7 +338,7 @@ end
 
 -- Decides `n` identical requests when no bucket counts, only leases (`lsum` permits, `ends` and
 -- `lmax` from `live_leases`): decided from them alone; the key is made on admission. See `decide`.
-local function leases_only(out, o, key, head, now, server, window, limit, cost, consume, slack, n, lsum, ends, lmax)
+local function leases_only(out, o, key, head, now, server, window, limit, cost, consume, slack, n, lsum, ends, lmax, horizon)
   local k = 0
   if lsum + cost <= limit then
     k = n
@@ -325,7 +352,7 @@ local function leases_only(out, o, key, head, now, server, window, limit, cost, 
       call('DEL', key)
     end
     local ttl = (now > server and now - server or 0) + 2 * (window + slack)
-    call('RPUSH', key, pack(HEADER, k * cost, now, 0, 0, server + ttl, window))
+    call('RPUSH', key, pack(HEADER, k * cost, now, 0, 0, server + ttl, window, horizon))
     call('PEXPIRE', key, format('%d', ttl))
   end
   local reset_after = lmax + window - now
@@ -367,34 +394,52 @@ end
 -- outlive its newest bucket. Writes only when `consume` and something is admitted, or when the
 -- call brings a longer window than the key has seen. `lkey` is the key's lease HASH (nil: leases
 -- are not counted, as for a refund's bucket): every live lease counts in the window as permits
--- that leave at the lease's end + window. Returns an error reply, or nil.
+-- that leave at the lease's end + window. The HASH is read only when the header's lease horizon
+-- says a lease may count (or the key is missing): the same answer, without the read in the
+-- common case of a key nobody leases. Returns an error reply, or nil.
 local function decide(out, o, key, lkey, now, server, window, limit, cost, consume, slack, n)
   local head = call('LINDEX', key, '0')
-  local cum, open_t, base, oldest, deadline, longest
+  local cum, open_t, base, oldest, deadline, longest, horizon
+  local stale = false -- the header must be rewritten even if nothing else changes
   if head then
-    if #head == 40 then
+    local size = #head
+    if size == 56 then
+      cum, open_t, base, oldest, deadline, longest, horizon = sunpack(HEADER, head)
+    elseif size == 48 then
+      cum, open_t, base, oldest, deadline, longest = sunpack(HEADER_48, head)
+      horizon, stale = UNKNOWN, true
+    elseif size == 40 then
       head = upgrade(key, head, window)
-    elseif #head ~= 48 then
+      cum, open_t, base, oldest, deadline, longest, horizon = sunpack(HEADER, head)
+    else
       return redis.error_reply('rl: ' .. key .. ' holds something that is not an rl window')
     end
-    cum, open_t, base, oldest, deadline, longest = sunpack(HEADER, head)
     if open_t > now then
       now = open_t
     end
+  else
+    -- A key made without reading the HASH (a refund's bucket) must not claim there are no leases.
+    horizon = UNKNOWN
   end
   local grew = head and window > longest
   if grew then
     longest = window
   end
   local edge = now - window
-  -- Leases that still count in this window (see `live_leases`), and the last one's end.
+  -- Leases that still count in this window (see `live_leases`), and the last one's end. No lease
+  -- in the HASH ends after the horizon, so none counts when the horizon is at or before the edge.
   local lsum, ends, lmax = 0, nil, nil
-  if lkey then
-    lsum, ends, lmax = live_leases(lkey, edge)
+  if lkey and horizon > edge then
+    local hmax
+    lsum, ends, lmax, hmax = live_leases(lkey, edge)
+    if horizon == UNKNOWN then
+      -- Learnt: written with the header (once; a missing key gets it when it is made).
+      horizon, stale = hmax, true
+    end
   end
 
   if lsum > 0 and (open_t == nil or open_t <= now - longest) then
-    return leases_only(out, o, key, head, now, server, window, limit, cost, consume, slack, n, lsum, ends, lmax)
+    return leases_only(out, o, key, head, now, server, window, limit, cost, consume, slack, n, lsum, ends, lmax, horizon)
   end
 
   if open_t == nil or open_t <= now - longest then
@@ -411,7 +456,7 @@ local function decide(out, o, key, lkey, now, server, window, limit, cost, consu
     end
     local k = min(n, floor(limit / cost))
     local ttl = (now > server and now - server or 0) + 2 * (window + slack)
-    call('RPUSH', key, pack(HEADER, k * cost, now, 0, 0, server + ttl, window))
+    call('RPUSH', key, pack(HEADER, k * cost, now, 0, 0, server + ttl, window, horizon))
     call('PEXPIRE', key, format('%d', ttl))
     for i = 1, n do
       if i <= k then
@@ -536,7 +581,9 @@ local function decide(out, o, key, lkey, now, server, window, limit, cost, consu
       deadline = server + ttl
       call('PEXPIRE', key, format('%d', ttl))
     end
-    call('LSET', key, '0', pack(HEADER, cum, open_t, base, oldest, deadline, longest))
+  end
+  if grew or stale then
+    call('LSET', key, '0', pack(HEADER, cum, open_t, base, oldest, deadline, longest, horizon))
   end
   used = used + lsum
   for i = 1, n do
@@ -629,6 +676,24 @@ local function native(KEYS, ARGV)
   return out
 end
 
+-- Writes the key's lease horizon: no lease in its HASH ends later. A missing key needs none (a
+-- decision on it reads the HASH).
+local function set_horizon(key, horizon)
+  local head = call('LINDEX', key, '0')
+  if head == false then
+    return
+  end
+  local cum, open_t, base, oldest, deadline, longest, h
+  if #head == 56 then
+    cum, open_t, base, oldest, deadline, longest, h = sunpack(HEADER, head)
+  else -- 48 bytes (a peek that found nothing in its window does not rewrite the header)
+    cum, open_t, base, oldest, deadline, longest = sunpack(HEADER_48, head)
+  end
+  if h ~= horizon then
+    call('LSET', key, '0', pack(HEADER, cum, open_t, base, oldest, deadline, longest, horizon))
+  end
+end
+
 -- Calling convention 3, leases (rl-core): returns a lease's unused permits and/or takes a new one,
 -- in one call. A lease of k permits granted at t for lease_ms counts in every span of the window
 -- that meets [t, t + lease_ms] (see `live_leases`), so permits the instance grants from it at any
@@ -679,8 +744,8 @@ local function lease(KEYS, ARGV)
   end
   local longest = window
   local head = call('LINDEX', key, '0')
-  if head and #head == 48 then
-    local _, open_t, _, _, _, l = sunpack(HEADER, head)
+  if head and (#head == 56 or #head == 48) then
+    local _, open_t, _, _, _, l = sunpack(HEADER_48, head)
     if open_t > now then
       now = open_t
     end
@@ -691,6 +756,7 @@ local function lease(KEYS, ARGV)
   -- Every lease that counts in no window any more is deleted; the others are counted.
   local all = call('HGETALL', lkey)
   local holders, mine = 0, nil
+  local horizon = 0 -- the latest end of the other leases kept
   for i = 1, #all, 2 do
     local e, k, s = sunpack(LEASE, all[i + 1])
     if e <= now - longest then
@@ -699,6 +765,9 @@ local function lease(KEYS, ARGV)
       mine = {e, k, s}
     else
       holders = holders + 1
+      if e > horizon then
+        horizon = e
+      end
     end
   end
   if old_seq ~= 0 and mine and mine[3] == old_seq then
@@ -735,7 +804,13 @@ local function lease(KEYS, ARGV)
     if e + window - now > reset_after then
       reset_after = e + window - now
     end
+    mine = {e}
   end
+  -- The key's lease horizon is now exactly the latest end left in the HASH (see `decide`).
+  if mine and mine[1] > horizon then
+    horizon = mine[1]
+  end
+  set_horizon(key, horizon)
   return {0, k, now, used, reset_after}
 end
 

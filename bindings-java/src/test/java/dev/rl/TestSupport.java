@@ -100,7 +100,7 @@ final class TestSupport {
      * The buckets {@code ms -> permits} stored in a window's LIST (the whole {@code LRANGE 0 -1},
      * items as ISO-8859-1 strings of their bytes), read as lua/sliding_window.lua documents its
      * layout: item 0 is the header, packed big-endian doubles {@code (cum, open ms, base, oldest
-     * ms, deadline, longest)}; items 1..n are the closed buckets {@code (ms, cum through this
+     * ms, deadline, longest, lease horizon)}; items 1..n are the closed buckets {@code (ms, cum through this
      * bucket)}, oldest first. A bucket's permits are its running total minus the previous one
      * (the first's minus {@code base}); the open bucket's are {@code cum} minus the last closed one.
      */
@@ -131,8 +131,8 @@ final class TestSupport {
 
     private static long[] header(List<?> items) {
         long[] head = fields((String) items.get(0));
-        if (head.length != 6) {
-            throw new IllegalStateException("a window header that is not the 48-byte layout: " + items.get(0));
+        if (head.length != 7) {
+            throw new IllegalStateException("a window header that is not the 56-byte layout: " + items.get(0));
         }
         return head;
     }
