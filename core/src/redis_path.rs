@@ -550,7 +550,8 @@ impl RedisPath {
     /// Returns the lease `seq` on `redis_key` once its time is up, unless a request renewed it:
     /// a key whose traffic stopped gives its unused permits back.
     fn refund_later(self: &Arc<Self>, redis_key: &[u8], seq: u64) {
-        let Ok(rt) = crate::runtime::background_handle() else {
+        let Ok(rt) = tokio::runtime::Handle::try_current().or_else(|_| crate::runtime::handle())
+        else {
             return;
         };
         let (weak, key) = (Arc::downgrade(self), redis_key.to_vec());
@@ -683,12 +684,15 @@ impl RedisPath {
         if started.load(Ordering::Acquire) || started.swap(true, Ordering::AcqRel) {
             return;
         }
-        let handle = match crate::runtime::background_handle() {
+        let handle = match tokio::runtime::Handle::try_current() {
             Ok(h) => h,
-            Err(e) => {
-                tracing::warn!(error = %e, "rl: no runtime for heartbeats and probes");
-                return;
-            }
+            Err(_) => match crate::runtime::handle() {
+                Ok(h) => h,
+                Err(e) => {
+                    tracing::warn!(error = %e, "rl: no runtime for heartbeats and probes");
+                    return;
+                }
+            },
         };
         let (weak, wake) = (Arc::downgrade(self), self.wake.clone());
         handle.spawn(async move {

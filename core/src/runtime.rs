@@ -4,10 +4,9 @@
 //! must not start thousands of thread pools. After `fork()` the child gets a fresh one (see
 //! `fork.rs`).
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::task::{Context, Poll, Waker};
 
@@ -124,10 +123,8 @@ where
 
 /// Runs `fut` to completion from synchronous code, the blocking facade's twin of
 /// [`run_or_spawn`]: when `waits` is false (a backend that never waits: memory) it is polled once
-/// right here, outside any runtime, so such calls never start the runtime's threads. Otherwise a
-/// lone call (no other blocking call in flight in this process) is driven on this thread, I/O
-/// included ([`drive_here`]); concurrent ones go to [`block_on`], where they share the runtime's
-/// multiplexed connection.
+/// right here, outside any runtime, so such calls never start the runtime's threads; otherwise,
+/// or should it not be ready after all, it goes to [`block_on`].
 pub fn run_or_block<F>(fut: F, waits: bool) -> Result<F::Output>
 where
     F: Future + Send,
@@ -139,87 +136,7 @@ where
             return Ok(out);
         }
     }
-    let _in_flight = InFlight::enter();
-    if _in_flight.lone && Handle::try_current().is_err() {
-        if let Some(out) = drive_here(fut.as_mut()) {
-            return Ok(out);
-        }
-    }
     block_on(fut)
-}
-
-/// Blocking calls in flight in this process: a call that starts with none beside it is "lone".
-static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
-
-struct InFlight {
-    lone: bool,
-}
-
-impl InFlight {
-    fn enter() -> InFlight {
-        InFlight {
-            lone: IN_FLIGHT.fetch_add(1, Ordering::Relaxed) == 0,
-        }
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        IN_FLIGHT.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-thread_local! {
-    /// This thread's own current-thread runtime (with its fork generation), for [`drive_here`].
-    static HERE: RefCell<Option<(u64, Runtime)>> = const { RefCell::new(None) };
-    static DRIVING_HERE: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Whether the code running now is a lone blocking call driven on its caller's thread: Redis
-/// connections made or used now belong to this thread (see `backend/connection.rs`).
-pub(crate) fn driving_here() -> bool {
-    DRIVING_HERE.with(|d| d.get())
-}
-
-/// The runtime for tasks that must outlive the call that starts them (heartbeats, lease refunds):
-/// the caller's own if it is a real one, the shared one when the caller is a lone call driven on
-/// its thread (that runtime only runs while its thread is inside a call).
-pub(crate) fn background_handle() -> Result<Handle> {
-    match Handle::try_current() {
-        Ok(h) if !driving_here() => Ok(h),
-        _ => handle(),
-    }
-}
-
-/// Runs `fut` on this thread's current-thread runtime, which drives its Redis connection's I/O
-/// right here: a lone call then costs no thread hop to the shared runtime and back (measured:
-/// about six context switches per call, on a client held to one core). None if the runtime
-/// cannot be made (the caller falls back to [`block_on`]). A runtime inherited across `fork()` is
-/// leaked, never touched: its epoll instance is shared with the parent.
-fn drive_here<F: Future + ?Sized>(fut: Pin<&mut F>) -> Option<F::Output> {
-    let generation = fork::generation();
-    HERE.with(|here| {
-        let mut here = here.try_borrow_mut().ok()?;
-        if here.as_ref().is_some_and(|(g, _)| *g != generation) {
-            std::mem::forget(here.take());
-        }
-        if here.is_none() {
-            let rt = Builder::new_current_thread().enable_all().build().ok()?;
-            *here = Some((generation, rt));
-        }
-        let (_, rt) = here.as_ref()?;
-        DRIVING_HERE.with(|d| d.set(true));
-        let _reset = ResetDriving;
-        Some(rt.block_on(fut))
-    })
-}
-
-struct ResetDriving;
-
-impl Drop for ResetDriving {
-    fn drop(&mut self) {
-        DRIVING_HERE.with(|d| d.set(false));
-    }
 }
 
 /// One poll with a waker that does nothing (whoever polls next registers a real one).

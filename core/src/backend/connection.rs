@@ -5,13 +5,6 @@
 //! pool; Cluster uses redis-rs's cluster connection (one multiplexed connection per node, slot
 //! routing, `MOVED`/`ASK`). A Sentinel connection is dropped after an error that means the primary
 //! is gone or demoted, so the next attempt asks the Sentinels again.
-//!
-//! A lone blocking call on Standalone (`runtime::driving_here`) uses instead a connection of its
-//! own thread, driven by that thread's runtime while the call runs: its I/O happens on the
-//! calling thread, with no hop to the shared runtime and back.
-
-use std::collections::HashMap;
-use std::thread::ThreadId;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -69,8 +62,6 @@ struct Slot {
     /// Serialises connecting; holds the Sentinel client (its Sentinel connections are reused).
     connecting: tokio::sync::Mutex<Option<SentinelClient>>,
     made: AtomicU64,
-    /// Lone blocking calls' connections, one per calling thread (see `own`).
-    per_thread: Mutex<HashMap<ThreadId, (u64, Conn)>>,
 }
 
 pub(crate) struct Connector {
@@ -91,11 +82,6 @@ impl Connector {
     /// The current connection, made on first use. Standalone connects lazily in the background;
     /// Sentinel first asks the Sentinels for the primary; Cluster reads the slot map.
     pub(crate) async fn get(&self) -> Result<(u64, Conn)> {
-        if crate::runtime::driving_here() {
-            if let Topology::Standalone(client) = &self.topology {
-                return self.own(client);
-            }
-        }
         let slot = self.slot.get();
         if let Some(c) = &*slot.conn.lock().unwrap_or_else(|p| p.into_inner()) {
             return Ok(c.clone());
@@ -128,25 +114,6 @@ impl Connector {
         };
         let id = slot.made.fetch_add(1, Ordering::Relaxed) + 1;
         *slot.conn.lock().unwrap_or_else(|p| p.into_inner()) = Some((id, conn.clone()));
-        Ok((id, conn))
-    }
-
-    /// This thread's own connection (made on first use; its driver task lives on this thread's
-    /// runtime, see `runtime::drive_here`). Standalone only: Sentinel and Cluster keep their
-    /// discovery and routing on the shared connection.
-    fn own(&self, client: &redis::Client) -> Result<(u64, Conn)> {
-        let slot = self.slot.get();
-        let me = std::thread::current().id();
-        let mut map = slot.per_thread.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(c) = map.get(&me) {
-            return Ok(c.clone());
-        }
-        let conn = Conn::Single(ConnectionManager::new_lazy_with_config(
-            client.clone(),
-            self.config.clone(),
-        )?);
-        let id = slot.made.fetch_add(1, Ordering::Relaxed) + 1;
-        map.insert(me, (id, conn.clone()));
         Ok((id, conn))
     }
 
