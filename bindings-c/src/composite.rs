@@ -205,8 +205,12 @@ pub unsafe extern "C" fn rl_acquire_all(
         non_null(out, "out")?;
         unsafe { check_size(out, "out") }?;
         let (decisions, cap) = unsafe { ((*out).decisions, (*out).decisions_cap) };
-        non_null(decisions, "out")
-            .map_err(|_| invalid("out", "decisions must not be NULL; point it at an array of at least n_rules rl_decision"))?;
+        non_null(decisions, "out").map_err(|_| {
+            invalid(
+                "out",
+                "decisions must not be NULL; point it at an array of at least n_rules rl_decision",
+            )
+        })?;
         if cap < rules.len() {
             return Err(invalid(
                 "out",
@@ -220,7 +224,7 @@ pub unsafe extern "C" fn rl_acquire_all(
         let each: Vec<rl_decision> = c
             .decisions
             .iter()
-            .map(|d| to_c_decision(d.clone()))
+            .map(|d| to_c_decision(*d))
             .collect::<Result<_, _>>()?;
         let mode = to_c_mode(c.mode)?;
         // SAFETY: `decisions` holds `cap` >= each.len() writable entries; `out` is writable.
@@ -263,8 +267,7 @@ pub(crate) unsafe fn read_composite(
     let raw: &[RawDecision] = if c.n_decisions == 0 {
         &[]
     } else {
-        non_null(c.decisions, name)
-            .map_err(|_| invalid(name, "decisions must not be NULL"))?;
+        non_null(c.decisions, name).map_err(|_| invalid(name, "decisions must not be NULL"))?;
         unsafe { std::slice::from_raw_parts(c.decisions, c.n_decisions) }
     };
     let mode = |m: u32| -> Result<Mode, Failure> {
@@ -346,8 +349,29 @@ mod tests {
         macro_rules! same {
             ($a:ty, $b:ty, $($f:ident),*) => {$(assert_eq!(offset_of!($a, $f), offset_of!($b, $f), stringify!($f));)*};
         }
-        same!(RawDecision, rl_decision, allowed, remaining, used, retry_after_ms, reset_after_ms, mode, now_ms);
-        same!(RawComposite, rl_composite, struct_size, decisions, decisions_cap, n_decisions, allowed, retry_after_ms, mode, now_ms);
+        same!(
+            RawDecision,
+            rl_decision,
+            allowed,
+            remaining,
+            used,
+            retry_after_ms,
+            reset_after_ms,
+            mode,
+            now_ms
+        );
+        same!(
+            RawComposite,
+            rl_composite,
+            struct_size,
+            decisions,
+            decisions_cap,
+            n_decisions,
+            allowed,
+            retry_after_ms,
+            mode,
+            now_ms
+        );
     }
 
     /// The binding refuses a huge count and an oversized group before reading them; its words
@@ -355,7 +379,9 @@ mod tests {
     #[test]
     fn early_refusals_use_the_cores_words() {
         let core = Limiter::open(None, Options::default()).unwrap();
-        let many: Vec<Rule> = (0..MAX_RULES + 1).map(|_| Rule::new("k", 1, 1, 1)).collect();
+        let many: Vec<Rule> = (0..MAX_RULES + 1)
+            .map(|_| Rule::new("k", 1, 1, 1))
+            .collect();
         let big = vec![b'g'; MAX_GROUP_BYTES + 1];
         let want_many = core.acquire_all(&many, None).unwrap_err().to_string();
         let want_group = core

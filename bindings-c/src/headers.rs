@@ -115,10 +115,20 @@ pub unsafe extern "C" fn rl_headers_render(
                     format!("is {style}; use an rl_header_style (RL_HEADER_STYLE_IETF ..)"),
                 )
             })?;
-        let fields = render(&pairs(&ps.policies, &c)?, c.allowed, c.retry_after_ms, style)
-            .into_iter()
-            .map(|(n, v)| Ok((c_string(n.into(), "field name")?, c_string(v, "field value")?)))
-            .collect::<Result<_, Failure>>()?;
+        let fields = render(
+            &pairs(&ps.policies, &c)?,
+            c.allowed,
+            c.retry_after_ms,
+            style,
+        )
+        .into_iter()
+        .map(|(n, v)| {
+            Ok((
+                c_string(n.into(), "field name")?,
+                c_string(v, "field value")?,
+            ))
+        })
+        .collect::<Result<_, Failure>>()?;
         unsafe { *out = Box::into_raw(Box::new(rl_headers { fields })) };
         Ok(())
     })
@@ -259,7 +269,9 @@ mod tests {
         ];
         assert_eq!(c.len(), HeaderStyle::ALL.len());
         for (c, s) in c.iter().zip(HeaderStyle::ALL) {
-            let name = format!("{c:?}").trim_start_matches("RL_HEADER_STYLE_").to_lowercase();
+            let name = format!("{c:?}")
+                .trim_start_matches("RL_HEADER_STYLE_")
+                .to_lowercase();
             assert_eq!(name, s.as_str());
             assert_eq!(HeaderStyle::ALL[*c as usize], *s);
         }
