@@ -7,9 +7,11 @@
  *  - Every fallible function returns an rl_status (RL_OK == 0) and, if the caller passes a
  *    non-NULL `rl_error **err`, stores a heap error there on failure (NULL on success) that the
  *    caller frees with rl_error_free().
- *  - Objects the library creates (rl_limiter, rl_error) are opaque and freed only by the matching
- *    rl_*_free() function, which accepts NULL. Using an object after freeing it, or freeing it
- *    twice, is undefined behaviour.
+ *  - Objects the library creates (rl_limiter, rl_error, rl_policies, rl_headers) are opaque and
+ *    freed only by the matching rl_*_free() function, which accepts NULL; a string it returns for
+ *    the caller to own is freed with rl_string_free(). Using an object after freeing it, or
+ *    freeing it twice, is undefined behaviour. Result structs (rl_decision, rl_stats,
+ *    rl_composite) are the caller's; the library only writes them.
  *  - Strings passed in are NUL-terminated UTF-8 and borrowed for the call only; keys are byte
  *    ranges (pointer + length). Strings returned are owned as documented per function.
  *  - All functions are thread-safe; an rl_limiter may be shared by any number of threads.
@@ -54,6 +56,16 @@
  * Patch version of the rl C API this header describes.
  */
 #define RL_VERSION_PATCH 0
+
+/**
+ * Most rules in one `rl_acquire_all` call.
+ */
+#define RL_MAX_RULES 16
+
+/**
+ * Longest group name of an `rl_acquire_all` call, in bytes.
+ */
+#define RL_MAX_GROUP_BYTES 1024
 
 /**
  * Put in `rl_options.retry_delay_ms` to retry a failed call at once (a zero delay; 0 itself
@@ -122,6 +134,30 @@ typedef enum rl_mode {
 } rl_mode;
 
 /**
+ * Which fields `rl_headers_render` writes; the values are `rl_core::HeaderStyle::ALL`'s order.
+ * Passed in as an `int`, so any value is safe (an unknown one is refused).
+ */
+typedef enum rl_header_style {
+    /**
+     * `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers).
+     */
+    RL_HEADER_STYLE_IETF = 0,
+    /**
+     * `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset` (seconds) for the policy
+     * closest to denying.
+     */
+    RL_HEADER_STYLE_LEGACY = 1,
+    /**
+     * Both sets.
+     */
+    RL_HEADER_STYLE_BOTH = 2,
+    /**
+     * No rate-limit fields (a denial still gets `Retry-After`).
+     */
+    RL_HEADER_STYLE_NONE = 3,
+} rl_header_style;
+
+/**
  * An error's details: a status code and a message. Opaque; made by the library when the caller
  * asks for it through an `rl_error **` out-parameter, owned by the caller from then on and freed
  * with `rl_error_free`. Immutable, so it may be read from several threads.
@@ -129,11 +165,131 @@ typedef enum rl_mode {
 typedef struct rl_error rl_error;
 
 /**
+ * A list of response fields: `(name, value)` pairs of NUL-terminated ASCII, in the order to send
+ * them. Opaque; made by `rl_headers_render`, freed by `rl_headers_free`. Immutable, so it may be
+ * read from several threads at once.
+ */
+typedef struct rl_headers rl_headers;
+
+/**
  * A limiter: an exact sliding-window rate limiter over Redis or process memory. Opaque; made by
  * `rl_limiter_open`, freed by `rl_limiter_free`. Thread-safe: one handle may be used by any
  * number of threads at once.
  */
 typedef struct rl_limiter rl_limiter;
+
+/**
+ * A parsed policy string: one or more policies, in the string's order. Opaque; made by
+ * `rl_policies_parse`, freed by `rl_policies_free`. Immutable, so it may be read from several
+ * threads at once.
+ */
+typedef struct rl_policies rl_policies;
+
+/**
+ * One rule of an `rl_acquire_all` call: at most `limit` permits in any `window_ms` span of
+ * `key`'s window, of which this call asks for `cost`. Ranges as for `rl_acquire`. Rules on the
+ * same key must ask the same `cost` (one window, checked against each rule's limit and window).
+ * The caller owns the rules and their keys; they are read during the call only.
+ */
+typedef struct rl_rule {
+    /**
+     * The key's bytes (any bytes; not NUL-terminated); must not be NULL.
+     */
+    const uint8_t *key;
+    /**
+     * The key's length: 1 to 65536 bytes.
+     */
+    size_t key_len;
+    uint64_t limit;
+    uint64_t window_ms;
+    uint64_t cost;
+} rl_rule;
+
+/**
+ * The answer to one `rl_acquire` or `rl_peek`: every field of the core's Decision. All times are
+ * milliseconds on the deciding clock (Redis `TIME` for Redis, the system clock for memory).
+ * The caller owns it (usually on the stack); the library only writes it.
+ */
+typedef struct rl_decision {
+    /**
+     * Whether the permits were granted (for `rl_peek`: whether one permit would be).
+     */
+    bool allowed;
+    /**
+     * Permits left in the window after this call: `limit - used`.
+     */
+    uint64_t remaining;
+    /**
+     * Permits counted in the window after this call (denied requests are not counted).
+     */
+    uint64_t used;
+    /**
+     * 0 if allowed; otherwise the wait after which the same request fits, if nothing else is
+     * admitted meanwhile.
+     */
+    uint64_t retry_after_ms;
+    /**
+     * When the window is empty again if nothing else is admitted; 0 if it is empty now.
+     */
+    uint64_t reset_after_ms;
+    /**
+     * Which path decided.
+     */
+    enum rl_mode mode;
+    /**
+     * The time of the decision (Unix ms): Redis server time for Redis.
+     */
+    uint64_t now_ms;
+} rl_decision;
+
+/**
+ * The answer to one `rl_acquire_all` call: the overall decision and one `rl_decision` per rule.
+ *
+ * The caller owns the struct and the decisions array (usually both on the stack): set
+ * `struct_size = sizeof(rl_composite)`, point `decisions` at an array of `decisions_cap`
+ * entries (at least the call's `n_rules`; `RL_MAX_RULES` always suffices), and the library writes
+ * the rest, and `decisions[0 .. n_decisions]`, on `RL_OK` only. Nothing to free.
+ *
+ * ABI evolution: later versions only append fields; `struct_size` says which version the caller
+ * has.
+ */
+typedef struct rl_composite {
+    /**
+     * In: `sizeof(rl_composite)`.
+     */
+    size_t struct_size;
+    /**
+     * In: the caller's array the per-rule decisions are written to; must not be NULL.
+     */
+    struct rl_decision *decisions;
+    /**
+     * In: how many entries `decisions` holds.
+     */
+    size_t decisions_cap;
+    /**
+     * Out: how many decisions were written: the call's `n_rules`, one per rule, in the rules'
+     * order. A rule's `allowed` says whether it alone would admit its cost; its `used` and
+     * `remaining` count the cost only when the call was admitted.
+     */
+    size_t n_decisions;
+    /**
+     * Out: whether the cost was taken from every rule (if false, nothing was taken from any).
+     */
+    bool allowed;
+    /**
+     * Out: 0 if allowed; otherwise the wait after which every rule fits (the longest of the
+     * denying rules' waits), if nothing else is admitted meanwhile.
+     */
+    uint64_t retry_after_ms;
+    /**
+     * Out: which path decided (every rule is decided by the same one).
+     */
+    enum rl_mode mode;
+    /**
+     * Out: the latest of the rules' decision times (Unix ms).
+     */
+    uint64_t now_ms;
+} rl_composite;
 
 /**
  * How a limiter behaves. Initialise with `rl_options_default()` (or zero it and set `struct_size =
@@ -289,41 +445,19 @@ typedef struct rl_options {
 } rl_options;
 
 /**
- * The answer to one `rl_acquire` or `rl_peek`: every field of the core's Decision. All times are
- * milliseconds on the deciding clock (Redis `TIME` for Redis, the system clock for memory).
- * The caller owns it (usually on the stack); the library only writes it.
+ * One policy of an `rl_policies`: at most `limit` permits in any span of `window_ms`.
+ * Written by `rl_policies_get` into the caller's struct.
  */
-typedef struct rl_decision {
+typedef struct rl_policy {
     /**
-     * Whether the permits were granted (for `rl_peek`: whether one permit would be).
+     * What the RateLimit headers and the problem body call the policy: its name before ":" in
+     * the string, else its canonical text ("100/1s"). NUL-terminated printable ASCII, owned by
+     * the `rl_policies` and valid until `rl_policies_free`.
      */
-    bool allowed;
-    /**
-     * Permits left in the window after this call: `limit - used`.
-     */
-    uint64_t remaining;
-    /**
-     * Permits counted in the window after this call (denied requests are not counted).
-     */
-    uint64_t used;
-    /**
-     * 0 if allowed; otherwise the wait after which the same request fits, if nothing else is
-     * admitted meanwhile.
-     */
-    uint64_t retry_after_ms;
-    /**
-     * When the window is empty again if nothing else is admitted; 0 if it is empty now.
-     */
-    uint64_t reset_after_ms;
-    /**
-     * Which path decided.
-     */
-    enum rl_mode mode;
-    /**
-     * The time of the decision (Unix ms): Redis server time for Redis.
-     */
-    uint64_t now_ms;
-} rl_decision;
+    const char *name;
+    uint64_t limit;
+    uint64_t window_ms;
+} rl_policy;
 
 /**
  * What `rl_stats_get` reports: which path decides now, how often each path decided, the fallback
@@ -489,6 +623,49 @@ extern "C" {
 const char *rl_version(void);
 
 /**
+ * Takes every rule's `cost` if every rule fits, else nothing from any: one atomic decision (on
+ * Redis, one script call). Typical uses: per-IP + per-user + per-tenant limits on one request, or
+ * a burst and a daily limit on one key (see `rl_policies_parse`).
+ *
+ * - `limiter`: a live handle; must not be NULL.
+ * - `rules`, `n_rules`: the rules, 1 to `RL_MAX_RULES`; read during the call only. `rules` may
+ *   be NULL only with `n_rules` 0 (refused as empty).
+ * - `group`, `group_len`: NULL and 0 for none; else 1 to `RL_MAX_GROUP_BYTES` bytes naming a
+ *   Redis Cluster hash tag for the call's keys. All keys of one call must share a Cluster slot:
+ *   without a group, keys on different slots are refused (`RL_INVALID_ARGUMENT` naming them, on
+ *   every backend and topology, so code that works on one Redis works on a Cluster). A grouped
+ *   key is a window apart from the same key ungrouped or in another group (`rl_peek` and
+ *   `rl_reset` see the ungrouped one), and a whole group lives on one Cluster node.
+ * - `out`: must not be NULL; `struct_size`, `decisions` and `decisions_cap` set by the caller
+ *   (see `rl_composite`); everything else is written on `RL_OK` only.
+ * - `err`: as for `rl_limiter_open`.
+ *
+ * Refused with `RL_INVALID_ARGUMENT`, before any I/O and with nothing taken, naming the value:
+ * "rules" (empty, more than `RL_MAX_RULES`, keys on different slots without a group), "group",
+ * "key" / "limit" / "window_ms" / "cost" of a rule (the message says which rule; "cost" also for
+ * two rules on one key with different costs), "key_shards" (a limiter with `key_shards` > 1),
+ * "limiter" / "out" (NULL, a bad `struct_size`, a NULL or short `decisions` array).
+ *
+ * Blocks like `rl_acquire`. Returns `RL_OK` (allowed or denied: see `out->allowed`),
+ * `RL_INVALID_ARGUMENT`, `RL_BACKEND_UNAVAILABLE`, `RL_BACKEND_ERROR` or `RL_PANIC`; with the
+ * local fallback on, an unhealthy Redis gives `RL_OK` in `RL_MODE_LOCAL`, every rule honoured
+ * within this instance's share of its limit. Takes no lease. Thread-safe.
+ *
+ * # Safety
+ * `limiter` is NULL or live; `rules` is NULL or `n_rules` readable `rl_rule`s, each `key`
+ * NULL or `key_len` readable bytes; `group` is NULL or `group_len` readable bytes; `out` is NULL
+ * or a writable `rl_composite` of `out->struct_size` bytes whose `decisions` is NULL or
+ * `decisions_cap` writable entries; `err` is NULL or writable.
+ */
+enum rl_status rl_acquire_all(const struct rl_limiter *limiter,
+                              const struct rl_rule *rules,
+                              size_t n_rules,
+                              const uint8_t *group,
+                              size_t group_len,
+                              struct rl_composite *out,
+                              struct rl_error **err);
+
+/**
  * The status code stored in `err`; `RL_OK` for NULL. Thread-safe.
  *
  * # Safety
@@ -529,6 +706,108 @@ void rl_error_free(struct rl_error *err);
  * never freed. Thread-safe.
  */
 const char *rl_status_name(int status);
+
+/**
+ * Renders the response fields for a request decided by `rl_acquire_all` under `policies`: policy
+ * `i` describes rule `i` (build the rules from the policies, in their order: `limit` and
+ * `window_ms` from policy `i`).
+ *
+ * For `RL_HEADER_STYLE_IETF` (RFC 9651 lists; `q` the limit, `w` the window in seconds rounded
+ * up, `r` what is left, `t` seconds until the policy's window is empty (allowed) or until it has
+ * room (denied)):
+ * ```text
+ * RateLimit-Policy: "burst";q=100;w=60, "daily";q=1000;w=86400
+ * RateLimit: "burst";r=50;t=30, "daily";r=900;t=86400
+ * ```
+ * A denied result also gets `Retry-After` (whole seconds, at least 1, never earlier than any
+ * denying policy's `t`); an allowed one never does.
+ *
+ * - `policies`, `composite`: must not be NULL; `composite` is a result `rl_acquire_all` wrote
+ *   (read during the call only).
+ * - `style`: an `rl_header_style` value.
+ * - `out`: must not be NULL. On success `*out` is a new list the caller owns and frees with
+ *   `rl_headers_free`; on failure `*out` is set to NULL.
+ * - `err`: as for `rl_limiter_open`.
+ *
+ * Returns `RL_OK`, `RL_INVALID_ARGUMENT` (a NULL argument; "policies" when their count is not
+ * the result's `n_decisions`; "style" for an unknown style; "composite" for a bad `struct_size`)
+ * or `RL_PANIC`. Does no I/O. Thread-safe.
+ *
+ * # Safety
+ * `policies` is NULL or live; `composite` is NULL or an `rl_composite` of `struct_size` bytes
+ * whose `decisions` holds `n_decisions` readable entries; `out` and `err` are NULL or writable.
+ */
+enum rl_status rl_headers_render(const struct rl_policies *policies,
+                                 const struct rl_composite *composite,
+                                 int style,
+                                 struct rl_headers **out,
+                                 struct rl_error **err);
+
+/**
+ * How many fields `headers` holds; 0 for NULL. Never fails. Thread-safe.
+ *
+ * # Safety
+ * `headers` is NULL or live.
+ */
+size_t rl_headers_len(const struct rl_headers *headers);
+
+/**
+ * Stores field `index`'s name ("RateLimit-Policy", "RateLimit", "X-RateLimit-Limit",
+ * "X-RateLimit-Remaining", "X-RateLimit-Reset", "Retry-After") in `*name` and its value in
+ * `*value`: NUL-terminated ASCII owned by `headers`, valid until `rl_headers_free`.
+ *
+ * `headers`, `name` and `value` must not be NULL; they are written on `RL_OK` only; `err` as for
+ * `rl_limiter_open`. Returns `RL_OK`, `RL_INVALID_ARGUMENT` (NULL, or `index` not below
+ * `rl_headers_len`) or `RL_PANIC`. Thread-safe.
+ *
+ * # Safety
+ * `headers` is NULL or live; `name`, `value` and `err` are NULL or writable.
+ */
+enum rl_status rl_headers_get(const struct rl_headers *headers,
+                              size_t index,
+                              const char **name,
+                              const char **value,
+                              struct rl_error **err);
+
+/**
+ * Frees a list from `rl_headers_render` (and every name and value read from it). NULL is
+ * accepted and does nothing; freeing twice, or using the list after, is undefined behaviour.
+ * Never fails.
+ *
+ * # Safety
+ * `headers` is NULL or a live list no other thread is using.
+ */
+void rl_headers_free(struct rl_headers *headers);
+
+/**
+ * Writes the RFC 9457 `application/problem+json` body of a 429 for a denied `rl_acquire_all`
+ * result to `*out`: the draft's quota-exceeded problem type, status 429, a detail, and
+ * `violated-policies` naming the policies that denied, e.g.
+ * `{"detail":"over the limit of burst; retry in 2 s","status":429,"title":"...","type":
+ * "https://iana.org/assignments/http-problem-types#quota-exceeded","violated-policies":["burst"]}`.
+ *
+ * `policies` and `composite` as for `rl_headers_render` (the same count and order). `out` must not
+ * be NULL: on success `*out` is a new NUL-terminated UTF-8 string the caller owns and frees with
+ * `rl_string_free`; on failure it is set to NULL. `err` as for `rl_limiter_open`. Returns `RL_OK`,
+ * `RL_INVALID_ARGUMENT` (as for `rl_headers_render`) or `RL_PANIC`. Does no I/O. Thread-safe.
+ *
+ * # Safety
+ * As for `rl_headers_render`.
+ */
+enum rl_status rl_problem_body(const struct rl_policies *policies,
+                               const struct rl_composite *composite,
+                               char **out,
+                               struct rl_error **err);
+
+/**
+ * Frees a string this library returned for the caller to own (`rl_problem_body`). NULL is
+ * accepted and does nothing; freeing twice, or a string from anywhere else, is undefined
+ * behaviour. Never fails.
+ *
+ * # Safety
+ * `s` is NULL or a live string from this library, not used after this call.
+ */
+void rl_string_free(char *s);
 
 /**
  * Opens a limiter and stores it in `*out`.
@@ -704,6 +983,60 @@ enum rl_status rl_instance_id(const struct rl_limiter *limiter,
  * Never fails. Thread-safe.
  */
 struct rl_options rl_options_default(void);
+
+/**
+ * Parses a policy string, the notation of Python's `limits` and flask-limiter: policies
+ * separated by ";", "," or "|", each `[name:] count (/ | per) [multiple] unit`, e.g.
+ * "burst: 100/s; daily: 5000/day", "10 per 2 hours". Units: ms, s, m (minute), h, d, month (30
+ * days), year (refused: longer than the longest window, 30 days), and their long names.
+ * Names must be unique within the string.
+ *
+ * - `text`: NUL-terminated UTF-8; must not be NULL; read during the call only.
+ * - `out`: must not be NULL. On success `*out` is a new list the caller owns and frees with
+ *   `rl_policies_free`; on failure `*out` is set to NULL.
+ * - `err`: as for `rl_limiter_open`.
+ *
+ * Returns `RL_OK`, `RL_INVALID_ARGUMENT` (NULL `text` or `out`, or a string the core refuses:
+ * the message, "invalid argument `policy`: ...", quotes the offending text and says what is
+ * wrong), or `RL_PANIC`. Does no I/O. Thread-safe.
+ *
+ * # Safety
+ * `text` is NULL or NUL-terminated; `out` and `err` are NULL or writable.
+ */
+enum rl_status rl_policies_parse(const char *text, struct rl_policies **out, struct rl_error **err);
+
+/**
+ * How many policies `policies` holds; 0 for NULL. Never fails. Thread-safe.
+ *
+ * # Safety
+ * `policies` is NULL or live.
+ */
+size_t rl_policies_len(const struct rl_policies *policies);
+
+/**
+ * Writes policy `index` (0-based, in the string's order) to `*out`; its `name` points into
+ * `policies` and is valid until `rl_policies_free`.
+ *
+ * `policies` and `out` must not be NULL; `out` is written on `RL_OK` only; `err` as for
+ * `rl_limiter_open`. Returns `RL_OK`, `RL_INVALID_ARGUMENT` (NULL, or `index` not below
+ * `rl_policies_len`) or `RL_PANIC`. Thread-safe.
+ *
+ * # Safety
+ * `policies` is NULL or live; `out` and `err` are NULL or writable.
+ */
+enum rl_status rl_policies_get(const struct rl_policies *policies,
+                               size_t index,
+                               struct rl_policy *out,
+                               struct rl_error **err);
+
+/**
+ * Frees a list from `rl_policies_parse` (and with it every `name` read from it). NULL is accepted
+ * and does nothing; freeing twice, or using the list after, is undefined behaviour. Never fails.
+ *
+ * # Safety
+ * `policies` is NULL or a live list no other thread is using.
+ */
+void rl_policies_free(struct rl_policies *policies);
 
 /**
  * Writes the limiter's statistics to `*out`: the path new decisions take now (`mode`), how many

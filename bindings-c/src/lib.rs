@@ -13,21 +13,29 @@
 //!   (`rl_mode_name(int)`), so an out-of-range value from C is never undefined behaviour here.
 //! - [`errors`]: fallible calls return an `rl_status` and, when the caller passes a non-NULL
 //!   `rl_error **`, a heap error with the same code and the core's `Display` message.
-//! - [`options`], [`limiter`], [`stats`]: the API itself. Handles are opaque (`rl_limiter`,
-//!   `rl_error`), created and freed only by this library.
+//! - [`options`], [`limiter`], [`stats`], [`composite`], [`policies`], [`headers`]: the API
+//!   itself. Handles are opaque (`rl_limiter`, `rl_error`, `rl_policies`, `rl_headers`), created
+//!   and freed only by this library; result structs (`rl_decision`, `rl_stats`, `rl_composite`)
+//!   are the caller's, written by the library.
 
 #![allow(non_camel_case_types)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod composite;
 mod errors;
 mod generated;
+mod headers;
 mod limiter;
 mod options;
 mod panic;
+mod policies;
 mod stats;
 mod types;
 
 use std::ffi::c_char;
+
+pub use composite::{RL_MAX_GROUP_BYTES, RL_MAX_RULES};
+pub use headers::rl_header_style;
 
 /// Major version of the rl C API this header describes.
 pub const RL_VERSION_MAJOR: u32 = 0;

@@ -77,6 +77,15 @@ void test_backend_error(void);
 void test_lease_mode_and_stats(void);
 void test_close_returns_leases(void);
 
+/* test_composite.c */
+void test_composite_all_or_nothing(void);
+void test_composite_burst_and_daily(void);
+void test_composite_grouped_keys(void);
+void test_composite_invalid_input(void);
+void test_policies_parse(void);
+void test_headers_known_state(void);
+void test_headers_for_calls(void);
+
 /* test_fork.c */
 void test_fork_child_uses_handle(void);
 void test_instance_id(void);
