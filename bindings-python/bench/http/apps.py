@@ -14,8 +14,9 @@ REDIS = os.environ["BENCH_REDIS"]
 _fd = os.open(os.environ["BENCH_SERVED"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
 
-def served() -> None:
-    os.write(_fd, b"%d\n" % (time.time_ns() // 1_000_000))
+def served(mode: str = "-") -> None:
+    """Records one served request: its time, and for rl the mode that decided it."""
+    os.write(_fd, b"%d %s\n" % (time.time_ns() // 1_000_000, mode.encode()))
 
 
 def one_key(*_: object) -> str:
@@ -33,8 +34,8 @@ if VARIANT.startswith("fastapi"):
         app.add_middleware(RateLimitMiddleware, limiter=rl.AsyncLimiter(REDIS), policies=POLICY, key=one_key)
 
         @app.get("/")
-        async def root() -> dict:  # type: ignore[type-arg]
-            served()
+        async def root(request: Request) -> dict:  # type: ignore[type-arg]
+            served(request.state.rl_decision.mode)
             return {"ok": True}
 
     elif VARIANT == "fastapi-slowapi":
@@ -73,5 +74,7 @@ else:
 
     @app.get("/")  # type: ignore[misc]
     def root() -> dict:  # type: ignore[type-arg]
-        served()
+        from flask import g
+
+        served(g.rl_decision.mode if "rl_decision" in g else "-")
         return {"ok": True}

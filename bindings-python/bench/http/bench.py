@@ -1,7 +1,8 @@
 """HTTP benchmark: wrk against the same tiny app without a limiter, with rl's middleware and with
 the ecosystem's peer, one key, load above the limit. Reports req/s, P50/P99 (wrk), the most
 requests the app served in any window (from its own timestamps) and Redis commands per request
-(INFO commandstats before and after). Run by run.sh, under rl-harness (RL_TEST_REDIS_URL)."""
+(INFO commandstats before and after; it counts the commands a script runs too, so one
+EVALSHA of a script that reads and writes a window counts as several). Run by run.sh, under rl-harness (RL_TEST_REDIS_URL)."""
 
 from __future__ import annotations
 
@@ -98,9 +99,14 @@ def run(variant: str, args: argparse.Namespace, redis_url: str, tmp: Path) -> di
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
     p50 = ms(re.search(r"50%\s+(\S+)", out).group(1))  # type: ignore[union-attr]
     p99 = ms(re.search(r"99%\s+(\S+)", out).group(1))  # type: ignore[union-attr]
-    times = [int(x) for x in served.read_text().split()]
+    lines = [line.split() for line in served.read_text().splitlines()]
+    times = [int(t) for t, _ in lines]
+    modes: dict[str, int] = {}
+    for _, m in lines:
+        modes[m] = modes.get(m, 0) + 1
     return {"variant": variant, "rps": rps, "p50": p50, "p99": p99, "served": len(times),
-            "max_window": max_in_window(times, args.window_ms), "cmds": (after - before) / max(total, 1)}
+            "max_window": max_in_window(times, args.window_ms), "cmds": (after - before) / max(total, 1),
+            "modes": " ".join(f"{k}={v}" for k, v in sorted(modes.items()) if k != "-") or "-"}
 
 
 def main() -> None:
@@ -124,10 +130,10 @@ def main() -> None:
     limit = int(args.policy.split("/")[0])
     print(f"\nwrk -t{args.wrk_threads} -c{args.connections} -d{args.duration}s, one key, limit {args.policy} "
           f"(most admitted in any {args.window_ms} ms window must be <= {limit}); load avg {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores")
-    print("| app | req/s | P50 ms | P99 ms | served | most in any window | Redis cmds/req |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("| app | req/s | P50 ms | P99 ms | served | most in any window | Redis cmds/req | rl modes of served |")
+    print("|---|---:|---:|---:|---:|---:|---:|---|")
     for r in rows:
-        print(f"| {r['variant']} | {r['rps']:.0f} | {r['p50']:.2f} | {r['p99']:.2f} | {r['served']} | {r['max_window']} | {r['cmds']:.2f} |")
+        print(f"| {r['variant']} | {r['rps']:.0f} | {r['p50']:.2f} | {r['p99']:.2f} | {r['served']} | {r['max_window']} | {r['cmds']:.2f} | {r['modes']} |")
 
 
 if __name__ == "__main__":
