@@ -18,13 +18,13 @@ if ! "$VENV/bin/python" -c 'import sys' >/dev/null 2>&1; then
   rm -rf "$VENV"
   "$PY" -m venv "$VENV"
 fi
-"$VENV/bin/pip" install -q -r bindings-python/requirements-dev.txt
+"$VENV/bin/python" -m pip install -q -r bindings-python/requirements-dev.txt
 
 echo "== python: build the wheel (debug, shared build cache, with core/src/unwind.rs's test-panic hook), install it"
 WHEELS="$CARGO_TARGET_DIR/wheels/rl-python-test"
 rm -rf "$WHEELS"
 "$VENV/bin/maturin" build --quiet --locked -m bindings-python/Cargo.toml -i "$VENV/bin/python" -o "$WHEELS" --features test-panic
-"$VENV/bin/pip" install -q --force-reinstall --no-deps "$WHEELS"/*.whl
+"$VENV/bin/python" -m pip install -q --force-reinstall --no-deps "$WHEELS"/*.whl
 
 echo "== python: type checks (stubtest on the installed package, mypy --strict on an example)"
 # From a directory without the sources, so the installed wheel (with its stubs) is what is checked.

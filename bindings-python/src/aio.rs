@@ -9,6 +9,7 @@ use pyo3::types::{PyBytes, PyDict};
 use rl_core::unwind::{test_panic, TestPanic};
 
 use crate::bridge::{Bridge, Outcome};
+use crate::composite::{self, CompositeDecision};
 use crate::convert::{self, Arg};
 use crate::decision::Decision;
 use crate::errors;
@@ -70,6 +71,29 @@ impl AsyncCore {
                 // poll, on this thread, only started it).
                 test_panic(TestPanic::Future, &key);
                 r.map(Outcome::Decision)
+            })
+        })
+    }
+
+    #[pyo3(signature = (bridge, fut, rules, group = None))]
+    fn acquire_all<'py>(
+        &self,
+        py: Python<'py>,
+        bridge: &Bound<'py, Bridge>,
+        fut: &Bound<'py, PyAny>,
+        rules: &Bound<'py, PyAny>,
+        group: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        errors::guard(py, || {
+            let rules = composite::rules(rules)?;
+            let group = composite::group(group)?;
+            let l = self.slot.get(py, WHAT)?.as_async().clone();
+            let first = rules.first().map(|r| r.key.clone()).unwrap_or_default();
+            test_panic(TestPanic::Caller, &first);
+            bridge.get().start(py, fut, async move {
+                let r = l.acquire_all(&rules, group.as_deref()).await;
+                test_panic(TestPanic::Future, &first);
+                r.map(Outcome::Composite)
             })
         })
     }
@@ -153,6 +177,27 @@ impl AsyncCore {
             test_panic(TestPanic::Caller, key.as_bytes());
             l.acquire(key.as_bytes(), limit, window_ms, cost)
                 .map(Decision::from)
+                .map_err(|e| errors::to_py(py, e))
+        })
+    }
+
+    /// Memory backend: `acquire_all` decided in place.
+    #[pyo3(signature = (rules, group = None))]
+    fn decide_acquire_all(
+        &self,
+        py: Python<'_>,
+        rules: &Bound<'_, PyAny>,
+        group: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<CompositeDecision> {
+        errors::guard(py, || {
+            let rules = composite::rules(rules)?;
+            let group = composite::group(group)?;
+            let l = self.slot.get(py, WHAT)?;
+            if let Some(r) = rules.first() {
+                test_panic(TestPanic::Caller, &r.key);
+            }
+            l.acquire_all(&rules, group.as_deref())
+                .map(CompositeDecision::from)
                 .map_err(|e| errors::to_py(py, e))
         })
     }

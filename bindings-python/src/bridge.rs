@@ -33,6 +33,7 @@ use pyo3::types::{PyList, PyTuple};
 use rl_core::runtime::{run_or_spawn, Started};
 use rl_core::unwind::CatchUnwind;
 
+use crate::composite::CompositeDecision;
 use crate::decision::Decision;
 use crate::errors;
 use crate::lifecycle;
@@ -40,6 +41,7 @@ use crate::lifecycle;
 /// What a finished call hands back.
 pub(crate) enum Outcome {
     Decision(rl_core::Decision),
+    Composite(rl_core::CompositeDecision),
     Done,
 }
 
@@ -182,6 +184,14 @@ impl Bridge {
                         Py::new(py, Decision::from(d))?.into_any(),
                     ],
                 )?,
+                Ok(Ok(Outcome::Composite(c))) => PyTuple::new(
+                    py,
+                    [
+                        fut.into_any(),
+                        true.into_pyobject(py)?.to_owned().into_any().unbind(),
+                        Py::new(py, CompositeDecision::from(c))?.into_any(),
+                    ],
+                )?,
                 Ok(Ok(Outcome::Done)) => PyTuple::new(
                     py,
                     [
@@ -238,6 +248,9 @@ impl Bridge {
             Started::Spawned => Ok(fut.clone()),
             Started::Ready(Ok(Ok(Outcome::Decision(d)))) => {
                 Ok(Bound::new(py, Decision::from(d))?.into_any())
+            }
+            Started::Ready(Ok(Ok(Outcome::Composite(c)))) => {
+                Ok(Bound::new(py, CompositeDecision::from(c))?.into_any())
             }
             Started::Ready(Ok(Ok(Outcome::Done))) => Ok(py.None().into_bound(py)),
             Started::Ready(Ok(Err(e))) => Err(errors::to_py(py, e)),

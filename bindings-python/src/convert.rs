@@ -155,3 +155,34 @@ pub(crate) fn u64_or(name: &str, arg: &Arg<'_>, default: u64) -> PyResult<u64> {
         Arg::Given(obj) => u64_arg(name, obj),
     }
 }
+
+/// A text argument: `str` only.
+pub(crate) fn str_arg(name: &str, obj: &Bound<'_, PyAny>) -> PyResult<String> {
+    match obj.cast::<PyString>() {
+        Ok(s) => s.extract::<String>(),
+        Err(_) => Err(errors::invalid_type(
+            obj.py(),
+            name,
+            format!("is {} ({}); must be a str", show(obj), type_name(obj)),
+        )),
+    }
+}
+
+/// A name given as `str` (UTF-8 encoded) or `bytes`, like a key; the core checks its length.
+pub(crate) fn bytes_arg(name: &str, obj: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
+    if let Ok(b) = obj.cast::<PyBytes>() {
+        return Ok(b.as_bytes().to_vec());
+    }
+    if let Ok(s) = obj.cast::<PyString>() {
+        return Ok(s.encode_utf8()?.as_bytes().to_vec());
+    }
+    Err(errors::invalid_type(
+        obj.py(),
+        name,
+        format!(
+            "is {} ({}); must be str or bytes",
+            show(obj),
+            type_name(obj)
+        ),
+    ))
+}

@@ -88,7 +88,7 @@ impl Decision {
         )
     }
 
-    fn __repr__(&self) -> String {
+    pub(crate) fn __repr__(&self) -> String {
         format!(
             "Decision(allowed={}, remaining={}, used={}, retry_after_ms={}, reset_after_ms={}, mode='{}', now_ms={})",
             if self.allowed { "True" } else { "False" },

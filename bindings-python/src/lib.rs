@@ -5,12 +5,14 @@
 
 mod aio;
 mod bridge;
+mod composite;
 mod convert;
 mod decision;
 mod errors;
 mod lifecycle;
 mod open;
 mod options;
+mod policies;
 mod slot;
 mod stats;
 mod sync;
@@ -22,6 +24,17 @@ use pyo3::types::PyTuple;
 fn _rl(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add_class::<decision::Decision>()?;
+    m.add_class::<composite::Rule>()?;
+    m.add_class::<composite::CompositeDecision>()?;
+    m.add_class::<policies::Policy>()?;
+    m.add_function(wrap_pyfunction!(policies::parse_policies, m)?)?;
+    m.add_function(wrap_pyfunction!(policies::render_headers, m)?)?;
+    m.add_function(wrap_pyfunction!(policies::problem_body, m)?)?;
+    m.add(
+        "PROBLEM_CONTENT_TYPE",
+        rl_core::headers::PROBLEM_CONTENT_TYPE,
+    )?;
+    m.add("MAX_RULES", rl_core::MAX_RULES)?;
     stats::install(m)?;
     m.add_class::<sync::Limiter>()?;
     m.add_class::<aio::AsyncCore>()?;

@@ -6,6 +6,7 @@ use pyo3::types::{PyBytes, PyDict};
 
 use rl_core::unwind::{test_panic, TestPanic};
 
+use crate::composite::{self, CompositeDecision};
 use crate::convert::{self, Arg};
 use crate::decision::Decision;
 use crate::errors;
@@ -70,6 +71,35 @@ impl Limiter {
                 lifecycle::detached(py, || l.acquire(k, limit, window_ms, cost))
             };
             r.map(Decision::from).map_err(|e| errors::to_py(py, e))
+        })
+    }
+
+    /// Takes every rule's cost if every rule fits, else nothing (one atomic decision; see the
+    /// README's "Several limits at once"). `rules`: a list of `rl.Rule`; `group`: None, or a
+    /// str/bytes name that becomes the keys' hash tag (needed when keys are on different Cluster
+    /// slots). Errors as for `acquire`, naming the value and the rule.
+    #[pyo3(signature = (rules, group = None))]
+    fn acquire_all(
+        &self,
+        py: Python<'_>,
+        rules: &Bound<'_, PyAny>,
+        group: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<CompositeDecision> {
+        errors::guard(py, || {
+            let rules = composite::rules(rules)?;
+            let group = composite::group(group)?;
+            let l = self.slot.get(py, WHAT)?;
+            if let Some(r) = rules.first() {
+                test_panic(TestPanic::Caller, &r.key);
+            }
+            let g = group.as_deref();
+            let r = if self.slot.memory {
+                l.acquire_all(&rules, g)
+            } else {
+                lifecycle::detached(py, || l.acquire_all(&rules, g))
+            };
+            r.map(CompositeDecision::from)
+                .map_err(|e| errors::to_py(py, e))
         })
     }
 

@@ -33,9 +33,31 @@ from ._errors import (
     RateLimitError,
 )
 from ._options import LimiterOptions
-from ._rl import MAX_KEY_BYTES, MAX_PERMITS, MAX_WINDOW_MS, MODES, OPTIONS, AsyncCore as _AsyncCore, Bridge as _Bridge, Decision, Limiter, Stats, __version__
+from ._rl import (
+    MAX_KEY_BYTES,
+    MAX_PERMITS,
+    MAX_RULES,
+    MAX_WINDOW_MS,
+    MODES,
+    OPTIONS,
+    PROBLEM_CONTENT_TYPE,
+    AsyncCore as _AsyncCore,
+    Bridge as _Bridge,
+    CompositeDecision,
+    Decision,
+    Limiter,
+    Policy,
+    Rule,
+    Stats,
+    __version__,
+    parse_policies,
+    problem_body,
+    render_headers,
+)
 
 if TYPE_CHECKING:
+    from typing import Iterable as _Iterable
+
     from typing_extensions import Unpack as _Unpack
 
 __all__ = [
@@ -43,6 +65,7 @@ __all__ = [
     "BackendError",
     "BackendUnavailable",
     "ClockSkewError",
+    "CompositeDecision",
     "Decision",
     "InvalidArgument",
     "InvalidArgumentType",
@@ -52,13 +75,20 @@ __all__ = [
     "LimiterOptions",
     "MAX_KEY_BYTES",
     "MAX_PERMITS",
+    "MAX_RULES",
     "MAX_WINDOW_MS",
     "MODES",
     "OPTIONS",
     "NativePanicError",
+    "PROBLEM_CONTENT_TYPE",
+    "Policy",
     "RateLimitError",
+    "Rule",
     "Stats",
     "__version__",
+    "parse_policies",
+    "problem_body",
+    "render_headers",
 ]
 
 #: A limiter key: ``str`` (used as its UTF-8 bytes) or ``bytes``.
@@ -158,6 +188,17 @@ class AsyncLimiter:
         fut: "asyncio.Future[Decision]" = loop.create_future()
         r = self._core.acquire(bridge, fut, key, limit, window_ms, cost)
         return r if isinstance(r, Decision) else await r
+
+    async def acquire_all(self, rules: "_Iterable[Rule]", group: Optional[Key] = None) -> CompositeDecision:
+        """Takes every rule's cost if every rule fits, else nothing: one atomic decision (see
+        :meth:`Limiter.acquire_all`)."""
+        if self._memory:
+            return self._core.decide_acquire_all(rules, group)
+        loop = get_running_loop()
+        bridge = self._bridge_for(loop)
+        fut: "asyncio.Future[CompositeDecision]" = loop.create_future()
+        r = self._core.acquire_all(bridge, fut, rules, group)
+        return r if isinstance(r, CompositeDecision) else await r
 
     async def peek(self, key: Key, limit: int, window_ms: int) -> Decision:
         """The window's state without taking anything; ``allowed`` tells whether one permit

@@ -1,0 +1,140 @@
+"""HTTP benchmark: wrk against the same tiny app without a limiter, with rl's middleware and with
+the ecosystem's peer, one key, load above the limit. Reports req/s, P50/P99 (wrk), the most
+requests the app served in any window (from its own timestamps) and Redis commands per request
+(INFO commandstats before and after; it counts the commands a script runs too, so one
+EVALSHA of a script that reads and writes a window counts as several). Run by run.sh, under rl-harness (RL_TEST_REDIS_URL)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+VARIANTS = ["fastapi-none", "fastapi-rl", "fastapi-slowapi", "flask-none", "flask-rl", "flask-limiter"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def redis_calls(port: int) -> int:
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.sendall(b"*2\r\n$4\r\nINFO\r\n$12\r\ncommandstats\r\n")
+        data = b""
+        while True:
+            data += s.recv(65536)
+            m = re.match(rb"\$(\d+)\r\n", data)
+            if m and len(data) >= m.end() + int(m.group(1)):
+                break
+    return sum(int(c) for c in re.findall(rb"calls=(\d+)", data))
+
+
+def max_in_window(ts: list[int], window_ms: int) -> int:
+    ts.sort()
+    best = lo = 0
+    for hi, t in enumerate(ts):
+        while t - ts[lo] >= window_ms:
+            lo += 1
+        best = max(best, hi - lo + 1)
+    return best
+
+
+def ms(text: str) -> float:
+    v, unit = re.match(r"([\d.]+)(us|ms|s)", text).groups()  # type: ignore[union-attr]
+    return float(v) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
+
+
+def run(variant: str, args: argparse.Namespace, redis_url: str, tmp: Path) -> dict:  # type: ignore[type-arg]
+    port = free_port()
+    served = tmp / f"{variant}.served"
+    env = dict(os.environ, BENCH_VARIANT=variant, BENCH_REDIS=redis_url, BENCH_SERVED=str(served), BENCH_POLICY=args.policy)
+    if variant.startswith("fastapi"):
+        argv = [sys.executable, "-m", "uvicorn", "apps:app", "--app-dir", str(HERE), "--port", str(port), "--host", "127.0.0.1",
+                "--log-level", "warning", "--no-access-log", "--workers", str(args.workers)]
+    else:
+        argv = [sys.executable, "-m", "gunicorn", "--chdir", str(HERE), "-b", f"127.0.0.1:{port}", "-w", str(args.workers),
+                "--threads", str(args.threads), "--log-level", "warning", "apps:app"]
+    log = open(tmp / f"{variant}.log", "wb")
+    proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        url = f"http://127.0.0.1:{port}/"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(url, timeout=1)
+                break
+            except urllib.error.HTTPError:
+                break  # a 429 is an answer too
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError(f"{variant} did not start: {(tmp / f'{variant}.log').read_text()}")
+                time.sleep(0.1)
+        time.sleep(1.1)  # the warm-up request's window passes
+        served.write_text("")
+        rport = int(redis_url.rsplit(":", 1)[1].strip("/"))
+        before = redis_calls(rport)
+        out = subprocess.run(["wrk", "-t", str(args.wrk_threads), "-c", str(args.connections), "-d", f"{args.duration}s", "--latency", url],
+                             capture_output=True, text=True, check=True).stdout
+        after = redis_calls(rport) - 1  # the INFO call itself
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        log.close()
+    total = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    p50 = ms(re.search(r"50%\s+(\S+)", out).group(1))  # type: ignore[union-attr]
+    p99 = ms(re.search(r"99%\s+(\S+)", out).group(1))  # type: ignore[union-attr]
+    lines = [line.split() for line in served.read_text().splitlines()]
+    times = [int(t) for t, _ in lines]
+    modes: dict[str, int] = {}
+    for _, m in lines:
+        modes[m] = modes.get(m, 0) + 1
+    return {"variant": variant, "rps": rps, "p50": p50, "p99": p99, "served": len(times),
+            "max_window": max_in_window(times, args.window_ms), "cmds": (after - before) / max(total, 1),
+            "modes": " ".join(f"{k}={v}" for k, v in sorted(modes.items()) if k != "-") or "-"}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--duration", type=int, default=10)
+    p.add_argument("--connections", type=int, default=32)
+    p.add_argument("--wrk-threads", type=int, default=2)
+    p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--threads", type=int, default=8, help="gunicorn threads per worker")
+    p.add_argument("--policy", default="100/second")
+    p.add_argument("--window-ms", type=int, default=1000)
+    p.add_argument("--only", nargs="*", default=VARIANTS)
+    args = p.parse_args()
+    redis_url = os.environ["RL_TEST_REDIS_URL"]
+    rows = []
+    with tempfile.TemporaryDirectory() as d:
+        for v in args.only:
+            rows.append(run(v, args, redis_url, Path(d)))
+            r = rows[-1]
+            print(f"  {v}: {r['rps']:.0f} req/s", file=sys.stderr, flush=True)
+    limit = int(args.policy.split("/")[0])
+    print(f"\nwrk -t{args.wrk_threads} -c{args.connections} -d{args.duration}s, one key, limit {args.policy} "
+          f"(most admitted in any {args.window_ms} ms window must be <= {limit}); load avg {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores")
+    print("| app | req/s | P50 ms | P99 ms | served | most in any window | Redis cmds/req | rl modes of served |")
+    print("|---|---:|---:|---:|---:|---:|---:|---|")
+    for r in rows:
+        print(f"| {r['variant']} | {r['rps']:.0f} | {r['p50']:.2f} | {r['p99']:.2f} | {r['served']} | {r['max_window']} | {r['cmds']:.2f} | {r['modes']} |")
+
+
+if __name__ == "__main__":
+    main()

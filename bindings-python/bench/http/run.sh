@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# HTTP benchmark (issue 14): wrk against FastAPI under uvicorn (no limiter / rl.starlette /
+# slowapi) and Flask under gunicorn (no limiter / rl.flask / Flask-Limiter with Redis storage),
+# one key, load above the limit, against a private redis-server from rl-harness.
+#   bash bindings-python/bench/http/run.sh [bench.py options, e.g. --duration 5 --only flask-rl]
+# Needs wrk (Debian: apt-get install -y wrk). Builds rl in release mode into its own venv
+# (target/py-http-bench-venv); not part of the tests.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/../../.." && pwd)"
+cd "$ROOT"
+PY="${PYTHON:-python3}"
+VENV="$ROOT/target/py-http-bench-venv"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
+command -v wrk >/dev/null || { echo "wrk is missing: apt-get install -y wrk" >&2; exit 2; }
+
+[ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check -r bindings-python/bench/http/requirements.txt
+
+echo "== building rl (release wheel)"
+rm -rf "$ROOT/target/wheels/rl-http-bench"
+"$VENV/bin/maturin" build --release --quiet -m bindings-python/Cargo.toml -o "$ROOT/target/wheels/rl-http-bench" -i "$VENV/bin/python"
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps "$ROOT"/target/wheels/rl-http-bench/*.whl
+
+[ -x target/debug/rl-harness ] || cargo build -q -p rl-harness
+echo "== HTTP benchmark (machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg))"
+exec target/debug/rl-harness run -- "$VENV/bin/python" bindings-python/bench/http/bench.py "$@"
