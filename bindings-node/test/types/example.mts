@@ -60,3 +60,27 @@ export function metrics(): Registry {
   registerMetrics(limiter, { registry, labels: { service: 1 } })
   return registry
 }
+
+// Composite limits and the HTTP surface (rendered by the core).
+import { parsePolicies, renderHeaders, problemBody, PROBLEM_CONTENT_TYPE, type CompositeDecision, type Policy, type Rule } from 'rl-limiter'
+
+export async function composite(ip: string): Promise<[number, Array<[string, string]>, string]> {
+  const policies: Policy[] = parsePolicies('burst: 100/s; daily: 5000/d')
+  const rules: Rule[] = policies.map((p) => ({ key: `ip:${ip}`, limit: p.limit, windowMs: p.windowMs }))
+  const d: CompositeDecision = await limiter.acquireAll(rules)
+  await limiter.acquireAll([{ key: 'a', limit: 1, windowMs: 1000, cost: 1 }, { key: 'b', limit: 2, windowMs: 1000 }], { group: 'tenant' })
+  const first: number = d.decisions[0].remaining + d.retryAfterMs + d.nowMs
+  void first
+  const headers = renderHeaders(policies, d, 'both')
+  renderHeaders(policies, d)
+  // @ts-expect-error an unknown header style
+  renderHeaders(policies, d, 'draft')
+  // @ts-expect-error rules need a window
+  await limiter.acquireAll([{ key: 'a', limit: 1 }])
+  // @ts-expect-error the group is a string or bytes
+  await limiter.acquireAll(rules, { group: 5 })
+  const body = d.allowed ? '' : problemBody(policies, d)
+  const type: 'application/problem+json' = PROBLEM_CONTENT_TYPE
+  void type
+  return [d.allowed ? 200 : 429, headers, body]
+}
