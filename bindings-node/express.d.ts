@@ -8,6 +8,13 @@ export { keys, type MiddlewareOptions, type MaybePromise, type RequestLike } fro
 /** Options of {@link rateLimit}; see MiddlewareOptions. */
 export type RateLimitOptions<Req extends IncomingMessage = IncomingMessage, Res extends ServerResponse = ServerResponse> = MiddlewareOptions<Req, Res>
 
+declare module 'node:http' {
+  interface IncomingMessage {
+    /** Set by rl-limiter/express on a checked request: its decision. */
+    rateLimit?: import('./limiter.js').CompositeDecision
+  }
+}
+
 /**
  * An Express middleware limiting each request by `options.policies` on `options.key(req)`.
  * Every checked response carries the core's rate-limit headers (`RateLimit-Policy`, `RateLimit`);

@@ -26,6 +26,7 @@ function rateLimit(options) {
       (result) => {
         if (result === null) return next()
         const { decision, headers } = result
+        req.rateLimit = decision
         for (let i = 0; i < headers.length; i++) res.setHeader(headers[i][0], headers[i][1])
         if (decision.allowed) return next()
         return denied(req, res, decision).catch(next)

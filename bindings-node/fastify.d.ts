@@ -21,6 +21,10 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     rateLimit?: RouteRateLimit | false
   }
+  interface FastifyRequest {
+    /** The decision of a limited route's request (null when exempt or not limited). */
+    rateLimit: import('./limiter.js').CompositeDecision | null
+  }
 }
 
 /**

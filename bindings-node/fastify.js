@@ -20,6 +20,7 @@ function hook(cfg) {
     }
     if (result === null) return
     const { decision, headers } = result
+    request.rateLimit = decision
     for (let i = 0; i < headers.length; i++) reply.header(headers[i][0], headers[i][1])
     if (decision.allowed) return
     if (cfg.onDenied) {
@@ -48,6 +49,7 @@ async function rlFastify(fastify, options) {
   if (global && base === null) {
     configure(rest) // raises the error naming what is missing
   }
+  fastify.decorateRequest('rateLimit', null)
   fastify.addHook('onRoute', (routeOptions) => {
     const own = routeOptions.config && routeOptions.config.rateLimit
     if (own === false) return

@@ -53,6 +53,9 @@ export interface MiddlewareOptions<Req, Res> {
   onError?: (err: Error, req: Req) => void
 }
 
+/** The decision of a checked request, as the middleware leaves it on the request (`req.rateLimit`). */
+export type RequestDecision = CompositeDecision | null
+
 /** Key functions for `options.key`. */
 export declare const keys: {
   /** The client IP: the socket's peer, or the `trustedHops`-th entry from the right of `trustedProxyHeader`. */
