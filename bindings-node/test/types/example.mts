@@ -84,3 +84,23 @@ export async function composite(ip: string): Promise<[number, Array<[string, str
   void type
   return [d.allowed ? 200 : 429, headers, body]
 }
+
+// rl-limiter/express and rl-limiter/fastify (frameworks as optional peers).
+import express from 'express'
+import Fastify from 'fastify'
+import { keys, rateLimit } from 'rl-limiter/express'
+import rlFastify from 'rl-limiter/fastify'
+
+export async function middleware(): Promise<void> {
+  const app = express()
+  app.use(rateLimit({ limiter, policies: '100/s; 5000/h', trustedProxyHeader: 'x-forwarded-for', cost: () => 2, exempt: (req) => req.url === '/health', headerStyle: 'both' }))
+  app.get('/x', rateLimit({ limiter, policies: parsePolicies('1/s'), key: keys.route(keys.user(() => 'u')), onDenied: (_req, res, d) => { res.statusCode = d.allowed ? 200 : 503 } }))
+  // @ts-expect-error the header style is one of the core's
+  rateLimit({ limiter, policies: '1/s', headerStyle: 'draft' })
+  // @ts-expect-error a limiter is required
+  rateLimit({ policies: '1/s' })
+  const f = Fastify()
+  await f.register(rlFastify, { limiter, policies: '10/s', global: true })
+  f.get('/y', { config: { rateLimit: { policies: '1/m', cost: (req) => (req.headers['x-big'] ? 5 : 1) } } }, async (req) => req.rateLimit?.allowed)
+  f.get('/z', { config: { rateLimit: false } }, async () => 'z')
+}
