@@ -16,6 +16,11 @@ bench: build
 bench-python:
 	bash bindings-python/bench/run.sh $(BENCH_ARGS)
 
+# HTTP middleware vs the ecosystem's limiters under wrk, one key above the limit (issue 14).
+.PHONY: bench-http
+bench-http:
+	bash bindings-node/bench/http/run.sh
+
 throughput: build
 	target/release/rl throughput
 
