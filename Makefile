@@ -20,6 +20,7 @@ bench-python:
 # middleware and with the ecosystem's peer (one key, load above the limit). Each binding adds a line.
 bench-http:
 	bash bindings-python/bench/http/run.sh $(BENCH_HTTP_ARGS)
+	bash bindings-node/bench/http/run.sh
 
 throughput: build
 	target/release/rl throughput

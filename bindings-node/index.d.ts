@@ -12,6 +12,11 @@ export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-was
 /** The native limiter behind `Limiter` in `limiter.js`. Not meant to be used directly. */
 export declare class NativeLimiter {
   /**
+   * `keys`: one per rule; `nums`: `limit, windowMs, cost` per rule (numbers, the wrapper
+   * checks that much); `group`: the call's hash tag, or null.
+   */
+  acquireAll(keys: Array<string | Buffer>, nums: Array<number>, group?: string | Buffer | undefined | null): Promise<object>
+  /**
    * `url`: `redis://...`, `rediss://...`, `memory://` or null/undefined (memory). `options`:
    * the caller's options object, camelCase keys. `makeError`/`makeDecision`: see `Factories`;
    * `wake`: any function (the threadsafe function's target, called once per batch of settled
@@ -53,6 +58,15 @@ export declare class NativeLimiter {
  */
 export declare function modes(): Array<string>
 
+/** A CompositeDecision as `acquireAll` resolves it, read back for rendering. */
+export interface NativeComposite {
+  allowed: boolean
+  retryAfterMs: number
+  mode: string
+  nowMs: number
+  decisions: Array<NativeDecision>
+}
+
 /** One decision, as the promise of `acquire`/`peek` resolves it. */
 export interface NativeDecision {
   allowed: boolean
@@ -63,3 +77,22 @@ export interface NativeDecision {
   mode: string
   nowMs: number
 }
+
+/** One policy as JavaScript sees it (`parsePolicies`' result, `renderHeaders`' argument). */
+export interface NativePolicy {
+  name: string
+  limit: number
+  windowMs: number
+}
+
+/** Parses a policy string (`"burst: 100/s; 5000 per hour"`) with the core's grammar. */
+export declare function parsePolicies(text: string, makeError: (code: string, message: string, argument: string | null, details: number[]) => Error): Array<NativePolicy>
+
+/** The RFC 9457 `application/problem+json` body of a 429 for a denied composite decision. */
+export declare function problemBody(policies: NativePolicy[], decision: NativeComposite, makeError: (code: string, message: string, argument: string | null, details: number[]) => Error): string
+
+/**
+ * The response fields for a composite decision under `policies` (policy i describes rule i):
+ * `[name, value]` pairs in the order to send them.
+ */
+export declare function renderHeaders(policies: NativePolicy[], decision: NativeComposite, style: string, makeError: (code: string, message: string, argument: string | null, details: number[]) => Error): Array<[string, string]>

@@ -837,3 +837,6 @@ module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __n
 module.exports = nativeBinding
 module.exports.NativeLimiter = nativeBinding.NativeLimiter
 module.exports.modes = nativeBinding.modes
+module.exports.parsePolicies = nativeBinding.parsePolicies
+module.exports.problemBody = nativeBinding.problemBody
+module.exports.renderHeaders = nativeBinding.renderHeaders

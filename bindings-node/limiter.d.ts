@@ -217,6 +217,83 @@ export interface Decision {
 /** A key: a string (its UTF-8 bytes) or raw bytes. */
 export type Key = string | Buffer | Uint8Array
 
+/** One rule of `acquireAll`: at most `limit` permits in any `windowMs` span of `key`'s window. */
+export interface Rule {
+  key: Key
+  /** Permits per window, 1..1e15. */
+  limit: number
+  /** Window length in ms, 1..2592000000 (30 days). */
+  windowMs: number
+  /** Permits this call takes, 1..limit; rules on the same key must ask the same cost. Default 1. */
+  cost?: number
+}
+
+/** Options of `acquireAll`. */
+export interface AcquireAllOptions {
+  /**
+   * A hash tag for every key of the call, so that keys on different Redis Cluster slots can be
+   * checked in one atomic call. A grouped key is a window apart from the same key ungrouped.
+   */
+  group?: string | Buffer | Uint8Array | null
+}
+
+/** The answer to `acquireAll`. */
+export interface CompositeDecision {
+  /** Whether the cost was taken from every rule (if false, nothing was taken from any). */
+  allowed: boolean
+  /** 0 if allowed; otherwise the wait after which every rule fits. */
+  retryAfterMs: number
+  /** Which path decided (the same for every rule). */
+  mode: Mode
+  /** The latest of the rules' decision times. */
+  nowMs: number
+  /**
+   * One decision per rule, in the order given. A rule's `allowed` says whether it alone would
+   * admit the cost; `used` and `remaining` count the cost only when the call was admitted.
+   */
+  decisions: Decision[]
+}
+
+/** One limit of a policy string: at most `limit` permits in any span of `windowMs` ms. */
+export interface Policy {
+  /** What the RateLimit headers and the problem body call it (`burst`, or `100/1s` if unnamed). */
+  name: string
+  limit: number
+  windowMs: number
+}
+
+/**
+ * Which response fields `renderHeaders` writes: `ietf` (`RateLimit-Policy`, `RateLimit`),
+ * `legacy` (`X-RateLimit-Limit/Remaining/Reset`), `both` or `none`. A denial always gets
+ * `Retry-After`.
+ */
+export type HeaderStyle = 'ietf' | 'legacy' | 'both' | 'none'
+
+/**
+ * Parses a policy string such as `"burst: 100/s; 5000 per hour"` (separators `;` `,` `|`; units
+ * ms, s, m, h, d, month) with the core's grammar.
+ * @throws {InvalidArgumentError} naming `text`, the message saying what is wrong.
+ */
+export declare function parsePolicies(text: string): Policy[]
+
+/**
+ * The HTTP response fields for `decision` (from `acquireAll`) under `policies` (policy i
+ * describes rule i), rendered by the core, as `[name, value]` pairs in the order to send them:
+ * `RateLimit-Policy: "burst";q=100;w=1` and `RateLimit: "burst";r=50;t=1` (RFC 9651 lists, draft
+ * ietf-httpapi-ratelimit-headers), plus `Retry-After` (seconds) on a denial.
+ * @throws {InvalidArgumentError} naming `policies`, `decision` or `style`.
+ */
+export declare function renderHeaders(policies: readonly Policy[], decision: CompositeDecision, style?: HeaderStyle): Array<[string, string]>
+
+/**
+ * The RFC 9457 body of a 429 for a denied `decision` under `policies`: the draft's quota-exceeded
+ * problem type with `violated-policies`. Send it as {@link PROBLEM_CONTENT_TYPE}.
+ */
+export declare function problemBody(policies: readonly Policy[], decision: CompositeDecision): string
+
+/** `application/problem+json`. */
+export declare const PROBLEM_CONTENT_TYPE: 'application/problem+json'
+
 /**
  * An exact sliding-window rate limiter: at most `limit` permits in ANY span of `windowMs` ms per
  * key, shared by every process using the same Redis (one atomic script call per decision, on
@@ -248,6 +325,15 @@ export declare class Limiter {
    * {@link BackendError} or {@link LimiterClosedError}; never throws synchronously.
    */
   acquire(key: Key, options: AcquireOptions): Promise<Decision>
+  /**
+   * Takes each rule's `cost` if every rule fits, else nothing from any: one atomic decision (one
+   * script call on Redis). Rules on one key with different windows are one window checked
+   * against each (a burst and a daily limit); keys of one call must share a Redis Cluster slot
+   * unless `options.group` is given. At most 16 rules. Rejects like `acquire`;
+   * {@link InvalidArgumentError} names `rules`, `rules[].limit` (the message says which rule),
+   * `options.group`...
+   */
+  acquireAll(rules: readonly Rule[], options?: AcquireAllOptions): Promise<CompositeDecision>
   /** The window's state without taking anything; `allowed` tells whether one permit would be granted. */
   peek(key: Key, options: PeekOptions): Promise<Decision>
   /** Forgets everything admitted on `key`. */

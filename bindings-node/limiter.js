@@ -4,7 +4,7 @@
 // error classes. The options object goes to the addon as it is, which reads it through the core's
 // option table; number shapes, ranges and every other rule are checked in Rust.
 
-const { NativeLimiter, modes } = require('./index.js')
+const { NativeLimiter, modes, parsePolicies: nativeParsePolicies, renderHeaders: nativeRenderHeaders, problemBody: nativeProblemBody } = require('./index.js')
 
 /** Errors that a call on a valid limiter can end with (backend, clock skew, closed). */
 class LimiterError extends Error {
@@ -162,6 +162,112 @@ function keyArg(key) {
   throw new InvalidArgumentTypeError('key', `must be of type string or an instance of Buffer or Uint8Array. Received ${describe(key)}`)
 }
 
+function typed(value, type, name, suffix = '') {
+  if (typeof value !== type) {
+    throw new InvalidArgumentTypeError(name, `must be of type ${type}. Received ${describe(value)}${suffix}`)
+  }
+  return value
+}
+
+/** A list of objects (rules, policies, decisions). */
+function listArg(value, name) {
+  if (!Array.isArray(value)) {
+    throw new InvalidArgumentTypeError(name, `must be an array. Received ${describe(value)}`)
+  }
+  for (let i = 0; i < value.length; i++) {
+    if (value[i] === null || typeof value[i] !== 'object') {
+      throw new InvalidArgumentTypeError(`${name}[${i}]`, `must be of type object. Received ${describe(value[i])}`)
+    }
+  }
+  return value
+}
+
+/** acquireAll's rules, flattened for the native layer: keys, and limit, windowMs, cost per rule. */
+function flatRules(rules) {
+  listArg(rules, 'rules')
+  const keys = new Array(rules.length)
+  const nums = new Array(rules.length * 3)
+  for (let i = 0; i < rules.length; i++) {
+    const r = rules[i]
+    const where = ` (rule ${i})`
+    try {
+      keys[i] = keyArg(r.key)
+    } catch (e) {
+      throw new InvalidArgumentTypeError('rules[].key', e.message.replace(/^Invalid argument "key": /, '') + where)
+    }
+    if (r.limit === undefined) throw new InvalidArgumentTypeError('rules[].limit', `is required${where}`)
+    if (r.windowMs === undefined) throw new InvalidArgumentTypeError('rules[].windowMs', `is required${where}`)
+    nums[3 * i] = typed(r.limit, 'number', 'rules[].limit', where)
+    nums[3 * i + 1] = typed(r.windowMs, 'number', 'rules[].windowMs', where)
+    nums[3 * i + 2] = r.cost === undefined ? 1 : typed(r.cost, 'number', 'rules[].cost', where)
+  }
+  return [keys, nums]
+}
+
+function policiesArg(policies) {
+  listArg(policies, 'policies')
+  for (let i = 0; i < policies.length; i++) {
+    const p = policies[i]
+    const where = ` (policy ${i})`
+    typed(p.name, 'string', 'policies', where.replace(')', ', name)'))
+    typed(p.limit, 'number', 'policies', where.replace(')', ', limit)'))
+    typed(p.windowMs, 'number', 'policies', where.replace(')', ', windowMs)'))
+  }
+  return policies
+}
+
+const DECISION_FIELDS = [
+  ['allowed', 'boolean'],
+  ['remaining', 'number'],
+  ['used', 'number'],
+  ['retryAfterMs', 'number'],
+  ['resetAfterMs', 'number'],
+  ['mode', 'string'],
+  ['nowMs', 'number'],
+]
+
+/** A CompositeDecision, as acquireAll resolved it (its JavaScript types only). */
+function compositeArg(decision) {
+  if (decision === null || typeof decision !== 'object') {
+    throw new InvalidArgumentTypeError('decision', `must be a CompositeDecision from acquireAll. Received ${describe(decision)}`)
+  }
+  typed(decision.allowed, 'boolean', 'decision', ' (allowed)')
+  typed(decision.retryAfterMs, 'number', 'decision', ' (retryAfterMs)')
+  typed(decision.mode, 'string', 'decision', ' (mode)')
+  typed(decision.nowMs, 'number', 'decision', ' (nowMs)')
+  const list = listArg(decision.decisions, 'decision.decisions')
+  for (let i = 0; i < list.length; i++) {
+    for (const [field, type] of DECISION_FIELDS) typed(list[i][field], type, 'decision', ` (decisions[${i}].${field})`)
+  }
+  return decision
+}
+
+/**
+ * Parses a policy string such as `"burst: 100/s; 5000 per hour"` (the `limits` notation) with the
+ * core's grammar. @returns {Policy[]} @throws {InvalidArgumentError} naming `text`
+ */
+function parsePolicies(text) {
+  return nativeParsePolicies(typed(text, 'string', 'text'), makeError)
+}
+
+/**
+ * The HTTP response fields for a composite decision under `policies` (policy i describes rule
+ * i), rendered by the core: `RateLimit-Policy` and `RateLimit` (style `ietf`), `X-RateLimit-*`
+ * (`legacy`), both (`both`) or none (`none`); a denial always gets `Retry-After`.
+ * @returns {Array<[string, string]>}
+ */
+function renderHeaders(policies, decision, style = 'ietf') {
+  return nativeRenderHeaders(policiesArg(policies), compositeArg(decision), typed(style, 'string', 'style'), makeError)
+}
+
+/** The RFC 9457 `application/problem+json` body of a 429 for a denied composite decision. @returns {string} */
+function problemBody(policies, decision) {
+  return nativeProblemBody(policiesArg(policies), compositeArg(decision), makeError)
+}
+
+/** The media type of {@link problemBody}. */
+const PROBLEM_CONTENT_TYPE = 'application/problem+json'
+
 function optionsArg(options) {
   if (options === null || typeof options !== 'object') {
     throw new InvalidArgumentTypeError('options', `must be of type object. Received ${describe(options)}`)
@@ -237,6 +343,36 @@ class Limiter {
   }
 
   /**
+   * Takes each rule's `cost` from its key's window if every rule fits, else nothing from any
+   * (one atomic decision: one script call on Redis). Rules on one key with different windows are
+   * one window checked against each (`"100/s; 5000/h"`); keys of one call must share a Redis
+   * Cluster slot unless `options.group` is given (it becomes their hash tag).
+   * @param {Rule[]} rules `{ key, limit, windowMs, cost? }`, at most 16
+   * @param {{ group?: string | Buffer | Uint8Array }} [options]
+   * @returns {Promise<CompositeDecision>} rejects like `acquire`; InvalidArgumentError names
+   *   `rules`, `rules[].limit` (the message says which rule), `options.group`...
+   */
+  acquireAll(rules, options) {
+    try {
+      const [keys, nums] = flatRules(rules)
+      let group
+      if (options !== undefined) {
+        optionsArg(options)
+        if (options.group !== undefined && options.group !== null) {
+          try {
+            group = keyArg(options.group)
+          } catch (e) {
+            throw new InvalidArgumentTypeError('options.group', e.message.replace(/^Invalid argument "key": /, ''))
+          }
+        }
+      }
+      return this.#native.acquireAll(keys, nums, group)
+    } catch (e) {
+      return Promise.reject(e)
+    }
+  }
+
+  /**
    * The window's state without taking anything; `allowed` tells whether one permit would be granted.
    * @returns {Promise<Decision>}
    */
@@ -294,6 +430,10 @@ function noop() {}
 
 module.exports = {
   Limiter,
+  parsePolicies,
+  renderHeaders,
+  problemBody,
+  PROBLEM_CONTENT_TYPE,
   LimiterError,
   BackendUnavailableError,
   BackendError,

@@ -6,6 +6,10 @@ const rl = require('./limiter.js')
 
 export const {
   Limiter,
+  parsePolicies,
+  renderHeaders,
+  problemBody,
+  PROBLEM_CONTENT_TYPE,
   LimiterError,
   BackendUnavailableError,
   BackendError,

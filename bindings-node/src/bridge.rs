@@ -24,6 +24,7 @@ unsafe impl Send for Deferred {}
 
 pub(crate) enum Outcome {
     Decision(rl_core::Decision),
+    Composite(rl_core::CompositeDecision),
     Done,
     Failed(rl_core::Error),
     /// The call panicked; the panic's message.
@@ -76,6 +77,7 @@ pub(crate) fn settle(env: &Env, factories: &Factories, deferred: Deferred, outco
     // A panic while building the value still settles the promise (the fallback below).
     let value = rl_core::unwind::call(|| match &outcome {
         Outcome::Decision(d) => factories.decision(env, d),
+        Outcome::Composite(c) => factories.composite(env, c),
         Outcome::Done => unsafe { <()>::to_napi_value(raw, ()) },
         Outcome::Failed(e) => factories.core_error(env, e),
         Outcome::Panicked(m) => factories.panic_error(env, m.clone()),

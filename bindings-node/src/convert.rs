@@ -48,12 +48,17 @@ fn number(f: f64) -> Value {
 /// An acquire/peek number as the core's `u64`. The one check of its shape (the wrapper checks
 /// only that it is a number); ranges are the core's. `name` is the core's name for it.
 pub(crate) fn whole(name: &'static str, v: f64) -> rl_core::Result<u64> {
+    number_of(v).ok_or_else(|| rl_core::Error::InvalidArgument {
+        name,
+        message: format!("is {v}; must be a whole number between 0 and 2^53 - 1"),
+    })
+}
+
+/// `v` as a `u64` when it is a whole number between 0 and 2^53 - 1.
+pub(crate) fn number_of(v: f64) -> Option<u64> {
     match number(v) {
-        Value::Int(n) if n >= 0 => Ok(n as u64),
-        _ => Err(rl_core::Error::InvalidArgument {
-            name,
-            message: format!("is {v}; must be a whole number between 0 and 2^53 - 1"),
-        }),
+        Value::Int(n) if n >= 0 => Some(n as u64),
+        _ => None,
     }
 }
 

@@ -25,11 +25,19 @@ pub(crate) const PANIC_CODE: &str = "ERR_RL_INTERNAL";
 const INVALID_TYPE: &str = "ERR_RL_INVALID_TYPE";
 
 /// The argument an error names, as a JavaScript caller wrote it: `key` and `url` are positional
-/// (and `options` is the object itself); every other name is a field of an options object, in
-/// camelCase (`window_ms` → `options.windowMs`, `retry_delay_ms` → `options.retryDelayMs`).
+/// (and `options` is the object itself), and so are the arguments of `acquireAll` and the policy
+/// functions (`rules`, `rules[].limit`, `text`, `policies`, `decision`, `style`); every other
+/// name is a field of an options object, in camelCase (`window_ms` → `options.windowMs`,
+/// `retry_delay_ms` → `options.retryDelayMs`).
 pub(crate) fn js_argument(name: &str) -> String {
     match name {
-        "key" | "url" | "options" => name.to_string(),
+        "key" | "url" | "options" | "text" | "style" => name.to_string(),
+        _ if ["rules", "policies", "decision"]
+            .iter()
+            .any(|p| name.starts_with(p)) =>
+        {
+            name.to_string()
+        }
         _ => format!("options.{}", camel_case(name)),
     }
 }
@@ -69,6 +77,12 @@ fn parts(e: &rl_core::Error) -> (&'static str, Option<String>, String, Vec<f64>)
         ),
         _ => ("ERR_RL_BACKEND", None, e.to_string(), vec![]),
     }
+}
+
+/// `makeError`'s code, argument and message for `e` (for the functions that take no limiter).
+pub(crate) fn describe(e: &rl_core::Error) -> (&'static str, Option<String>, String) {
+    let (code, argument, message, _) = parts(e);
+    (code, argument, message)
 }
 
 /// A JavaScript error value as a `napi::Error`, to be thrown when the method returns.

@@ -19,10 +19,15 @@
 #![deny(clippy::all)]
 
 mod bridge;
+mod composite;
 mod convert;
 mod errors;
 mod limiter;
 mod options;
+mod policies;
+
+// Reachable from the crate root, as napi-rs registers them (and `cargo test` builds no registry).
+pub use policies::{parse_policies, problem_body, render_headers, NativeComposite, NativePolicy};
 
 /// One decision, as the promise of `acquire`/`peek` resolves it.
 #[napi_derive::napi(object)]

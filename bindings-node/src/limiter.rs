@@ -227,10 +227,14 @@ impl NativeLimiter {
         })
     }
 
+    pub(crate) fn factories(&self) -> &Factories {
+        &self.queue.factories
+    }
+
     /// Starts a call: decided at once if it can be (memory backend, argument error), else it goes
     /// on the core's runtime and the promise is settled through the queue. Polled here or there,
     /// a panic in the call settles its promise all the same.
-    fn run<F, Fut>(&self, env: &Env, call: F) -> Result<Unknown<'static>>
+    pub(crate) fn run<F, Fut>(&self, env: &Env, call: F) -> Result<Unknown<'static>>
     where
         F: FnOnce(rl_core::Limiter) -> Fut,
         Fut: Future<Output = rl_core::Result<Outcome>> + Send + 'static,

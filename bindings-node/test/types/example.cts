@@ -27,3 +27,15 @@ import rlPrometheus = require('rl-limiter/prometheus')
 export function metricsCjs(): void {
   rlPrometheus.registerMetrics({ api: other }, { registry: new promClient.Registry() })
 }
+
+import Fastify = require('fastify')
+import rlFastify = require('rl-limiter/fastify')
+import rlExpress = require('rl-limiter/express')
+
+export async function middlewareCjs(): Promise<void> {
+  const app = Fastify.fastify()
+  await app.register(rlFastify, { limiter: other, policies: '5/s' })
+  await app.register(rlFastify.default, { limiter: other, global: false })
+  const ip: string = rlFastify.keys.ip()({ headers: {} })
+  void ip, rlExpress.rateLimit({ limiter: other, policies: '5/s' })
+}

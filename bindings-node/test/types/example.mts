@@ -60,3 +60,47 @@ export function metrics(): Registry {
   registerMetrics(limiter, { registry, labels: { service: 1 } })
   return registry
 }
+
+// Composite limits and the HTTP surface (rendered by the core).
+import { parsePolicies, renderHeaders, problemBody, PROBLEM_CONTENT_TYPE, type CompositeDecision, type Policy, type Rule } from 'rl-limiter'
+
+export async function composite(ip: string): Promise<[number, Array<[string, string]>, string]> {
+  const policies: Policy[] = parsePolicies('burst: 100/s; daily: 5000/d')
+  const rules: Rule[] = policies.map((p) => ({ key: `ip:${ip}`, limit: p.limit, windowMs: p.windowMs }))
+  const d: CompositeDecision = await limiter.acquireAll(rules)
+  await limiter.acquireAll([{ key: 'a', limit: 1, windowMs: 1000, cost: 1 }, { key: 'b', limit: 2, windowMs: 1000 }], { group: 'tenant' })
+  const first: number = d.decisions[0].remaining + d.retryAfterMs + d.nowMs
+  void first
+  const headers = renderHeaders(policies, d, 'both')
+  renderHeaders(policies, d)
+  // @ts-expect-error an unknown header style
+  renderHeaders(policies, d, 'draft')
+  // @ts-expect-error rules need a window
+  await limiter.acquireAll([{ key: 'a', limit: 1 }])
+  // @ts-expect-error the group is a string or bytes
+  await limiter.acquireAll(rules, { group: 5 })
+  const body = d.allowed ? '' : problemBody(policies, d)
+  const type: 'application/problem+json' = PROBLEM_CONTENT_TYPE
+  void type
+  return [d.allowed ? 200 : 429, headers, body]
+}
+
+// rl-limiter/express and rl-limiter/fastify (frameworks as optional peers).
+import express from 'express'
+import Fastify from 'fastify'
+import { keys, rateLimit } from 'rl-limiter/express'
+import rlFastify from 'rl-limiter/fastify'
+
+export async function middleware(): Promise<void> {
+  const app = express()
+  app.use(rateLimit({ limiter, policies: '100/s; 5000/h', trustedProxyHeader: 'x-forwarded-for', cost: () => 2, exempt: (req) => req.url === '/health', headerStyle: 'both' }))
+  app.get('/x', rateLimit({ limiter, policies: parsePolicies('1/s'), key: keys.route(keys.user(() => 'u')), onDenied: (_req, res, d) => { res.statusCode = d.allowed ? 200 : 503 } }))
+  // @ts-expect-error the header style is one of the core's
+  rateLimit({ limiter, policies: '1/s', headerStyle: 'draft' })
+  // @ts-expect-error a limiter is required
+  rateLimit({ policies: '1/s' })
+  const f = Fastify()
+  await f.register(rlFastify, { limiter, policies: '10/s', global: true })
+  f.get('/y', { config: { rateLimit: { policies: '1/m', cost: (req) => (req.headers['x-big'] ? 5 : 1) } } }, async (req) => req.rateLimit?.allowed)
+  f.get('/z', { config: { rateLimit: false } }, async () => 'z')
+}

@@ -1,0 +1,76 @@
+// One tiny app for the HTTP benchmark: `node app.mjs <express|fastify> <none|rl|peer> <port>`.
+// GET / answers "ok"; one key for every request (the worst case: one hot key), LIMIT permits per
+// WINDOW_MS. The handler records the time of every request it serves; GET /__served (never
+// limited) answers how many it served and the most it served in any WINDOW_MS span (app clock).
+import { Redis } from 'ioredis'
+
+const [framework, variant, port] = process.argv.slice(2)
+const LIMIT = Number(process.env.LIMIT ?? 1000)
+const WINDOW_MS = Number(process.env.WINDOW_MS ?? 1000)
+const REDIS_URL = process.env.RL_TEST_REDIS_URL
+const KEY = 'bench'
+
+const served = []
+function maxInSpan(times, span) {
+  const t = [...times].sort((a, b) => a - b)
+  let best = 0
+  for (let i = 0, j = 0; i < t.length; i++) {
+    while (t[i] - t[j] >= span) j++
+    best = Math.max(best, i - j + 1)
+  }
+  return best
+}
+const report = () => ({ served: served.length, maxInWindow: maxInSpan(served, WINDOW_MS) })
+
+async function rlLimiter() {
+  const { Limiter } = await import('rl-limiter')
+  return new Limiter(REDIS_URL)
+}
+
+async function expressApp() {
+  const { default: express } = await import('express')
+  const app = express()
+  app.get('/__served', (req, res) => res.json(report()))
+  if (variant === 'rl') {
+    const { rateLimit } = await import('rl-limiter/express')
+    app.use(rateLimit({ limiter: await rlLimiter(), policies: `${LIMIT}/${WINDOW_MS}ms`, key: () => KEY }))
+  } else if (variant === 'peer') {
+    const { rateLimit } = await import('express-rate-limit')
+    const { RedisStore } = await import('rate-limit-redis')
+    const client = new Redis(REDIS_URL)
+    app.use(rateLimit({
+      windowMs: WINDOW_MS,
+      limit: LIMIT,
+      standardHeaders: 'draft-8',
+      legacyHeaders: false,
+      keyGenerator: () => KEY,
+      store: new RedisStore({ sendCommand: (command, ...args) => client.call(command, ...args) }),
+    }))
+  }
+  app.get('/', (req, res) => {
+    served.push(Date.now())
+    res.send('ok')
+  })
+  app.listen(Number(port), '127.0.0.1', () => console.log('ready'))
+}
+
+async function fastifyApp() {
+  const { default: Fastify } = await import('fastify')
+  const app = Fastify()
+  if (variant === 'rl') {
+    const { default: rl } = await import('rl-limiter/fastify')
+    await app.register(rl, { limiter: await rlLimiter(), policies: `${LIMIT}/${WINDOW_MS}ms`, key: () => KEY })
+  } else if (variant === 'peer') {
+    const { default: rateLimit } = await import('@fastify/rate-limit')
+    await app.register(rateLimit, { max: LIMIT, timeWindow: WINDOW_MS, redis: new Redis(REDIS_URL), keyGenerator: () => KEY })
+  }
+  app.get('/__served', { config: { rateLimit: false } }, async () => report())
+  app.get('/', async () => {
+    served.push(Date.now())
+    return 'ok'
+  })
+  await app.listen({ port: Number(port), host: '127.0.0.1' })
+  console.log('ready')
+}
+
+await (framework === 'express' ? expressApp() : fastifyApp())

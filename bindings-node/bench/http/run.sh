@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The HTTP benchmark (issue 14): Express and Fastify, each without a limiter, with rl-limiter's
+# middleware and with the ecosystem's Redis-backed limiter (express-rate-limit + rate-limit-redis,
+# @fastify/rate-limit), the same tiny app, one key, wrk's load far above the limit. Reports req/s,
+# P50/P99, the most the app served in any window (its own clock) and Redis commands per request,
+# against one private redis-server that rl-harness starts and stops. Not part of the tests.
+#
+#   bash bindings-node/bench/http/run.sh    (env: BENCH_SECONDS=10 BENCH_CONNECTIONS=64 LIMIT=1000 WINDOW_MS=1000)
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+node_dir="$(cd "$here/../.." && pwd)"
+root="$(cd "$node_dir/.." && pwd)"
+
+command -v wrk >/dev/null || { echo "bench/http/run.sh: wrk is missing (apt-get install -y wrk)" >&2; exit 1; }
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}"
+(cd "$root" && cargo build -p rl-harness --locked -q)
+cd "$node_dir"
+[ -d node_modules/@napi-rs/cli ] || npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+echo "-- release build of the addon"
+npm run --silent build
+cd "$here"
+[ -d node_modules/express-rate-limit ] || npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+echo "-- machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), $(redis-server --version | cut -d' ' -f1-3), node $(node --version)"
+"$CARGO_TARGET_DIR/debug/rl-harness" run -- node "$here/bench.mjs"

@@ -1,0 +1,42 @@
+'use strict'
+// rl-limiter/express: Express middleware (Express 4 and 5). The framework is not imported here:
+// `express` is an optional peer dependency, and the core package never loads this file.
+
+const { keys, configure, check, failure, problemBody, PROBLEM_CONTENT_TYPE } = require('./middleware.js')
+
+/**
+ * A middleware that limits each request by `options.policies` on the key `options.key(req)`
+ * (default: the client IP). Every checked response carries the core's rate-limit headers; a
+ * denied one gets 429, `Retry-After` and an `application/problem+json` body, unless
+ * `options.onDenied(req, res, decision)` sends its own response. See express.d.ts.
+ */
+function rateLimit(options) {
+  const cfg = configure(options)
+  async function denied(req, res, decision) {
+    if (cfg.onDenied) {
+      await cfg.onDenied(req, res, decision)
+      if (res.headersSent || res.writableEnded) return
+    }
+    res.statusCode = 429
+    res.setHeader('Content-Type', PROBLEM_CONTENT_TYPE)
+    res.end(problemBody(cfg.policies, decision))
+  }
+  return function rlRateLimit(req, res, next) {
+    check(cfg, req).then(
+      (result) => {
+        if (result === null) return next()
+        const { decision, headers } = result
+        req.rateLimit = decision
+        for (let i = 0; i < headers.length; i++) res.setHeader(headers[i][0], headers[i][1])
+        if (decision.allowed) return next()
+        return denied(req, res, decision).catch(next)
+      },
+      (err) => {
+        const outcome = failure(cfg, err, req)
+        return outcome === 'open' ? next() : next(outcome)
+      },
+    )
+  }
+}
+
+module.exports = { rateLimit, keys }
