@@ -10,7 +10,9 @@
 #      that installed artifact and a real redis-server;
 #   3. servlet/ (dev.rl:rl-servlet, the Jakarta Servlet Filter), tested in embedded Jetty against
 #      that installed artifact and a real redis-server;
-#   4. the consumer project examples/gateway, built against that installed artifact and run
+#   4. spring-cloud-gateway/ (dev.rl:rl-spring-cloud-gateway, the SCG RateLimiter): a Spring Boot
+#      gateway on a random loopback port routing to a JDK HTTP server, against a real redis-server;
+#   5. the consumer project examples/gateway, built against that installed artifact and run
 #      against a real redis-server.
 #
 #   bash bindings-java/test.sh          from anywhere
@@ -46,6 +48,9 @@ echo "== bindings-java: rl-micrometer (micrometer/, the MeterBinder) against the
 
 echo "== bindings-java: rl-servlet (servlet/, the Jakarta Servlet Filter) in embedded Jetty against the installed dev.rl:rl-java and a real redis-server"
 "$harness" run -- mvn -B -ntp -Dstyle.color=never -Drl.test.requireRedis=true -f bindings-java/servlet/pom.xml verify
+
+echo "== bindings-java: rl-spring-cloud-gateway (spring-cloud-gateway/, the SCG RateLimiter) in a real gateway against the installed dev.rl:rl-java and a real redis-server"
+"$harness" run -- mvn -B -ntp -Dstyle.color=never -Drl.test.requireRedis=true -f bindings-java/spring-cloud-gateway/pom.xml verify
 
 echo "== bindings-java: consumer project examples/gateway against the installed dev.rl:rl-java"
 out="$("$harness" run -- mvn -q -B -ntp -Dstyle.color=never -f bindings-java/examples/gateway/pom.xml package exec:java 2>&1)" || {
