@@ -1,6 +1,6 @@
 # One entry point. `make test` runs every test (installing what is missing); `make bench` runs the
 # design's benchmark against a private local Redis; `make demo` shows one key being limited.
-.PHONY: build test bench bench-python throughput demo scenarios hotkey clean
+.PHONY: build test bench bench-http bench-python throughput demo scenarios hotkey clean
 
 build:
 	cargo build --release -p rl-cli
@@ -15,6 +15,11 @@ bench: build
 # and unpinned, against a private redis-server (release wheel in target/py-bench-venv).
 bench-python:
 	bash bindings-python/bench/run.sh $(BENCH_ARGS)
+
+# HTTP middleware benchmarks (wrk; each binding adds its own line): app without limiter, with rl's
+# middleware, and with the ecosystem's peer, load above the limit, one key.
+bench-http:
+	bash bindings-java/bench/http/run.sh
 
 throughput: build
 	target/release/rl throughput

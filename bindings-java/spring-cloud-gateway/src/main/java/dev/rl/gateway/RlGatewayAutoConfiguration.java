@@ -10,7 +10,7 @@ import org.springframework.context.annotation.Bean;
 
 /**
  * The beans a gateway needs to use rl: a {@link RateLimiter} on {@code rl.url} (unless the
- * application has one), {@code rlRateLimiter} and {@code rlKeyResolver}. Runs before the gateway's
+ * application has one), {@code rlRateLimiter}, {@code rlKeyResolver} and the {@link RlProblemBodyFilter} of its 429s. Runs before the gateway's
  * own configuration, which makes the {@code RequestRateLimiter} filter only when a RateLimiter and
  * a KeyResolver exist.
  */
@@ -29,6 +29,12 @@ public class RlGatewayAutoConfiguration {
     public RlRateLimiter rlRateLimiter(RateLimiter rlLimiter, RlProperties properties,
             ConfigurationService configurationService) {
         return new RlRateLimiter(rlLimiter, properties, configurationService);
+    }
+
+    @Bean
+    @ConditionalOnMissingBean
+    public RlProblemBodyFilter rlProblemBodyFilter() {
+        return new RlProblemBodyFilter();
     }
 
     @Bean

@@ -38,8 +38,9 @@ import reactor.core.publisher.Mono;
  *
  * <p>The key function is the filter's {@code KeyResolver} ({@link RlKeyResolver}: the client's
  * address, or a trusted proxy's header when configured). The SCG filter API gives the limiter no
- * request, so cost is per route ({@code rl.routes.<id>.cost}), exemption is by not adding the
- * filter to a route, and a denial is the filter's 429 with the fields above and an empty body.
+ * request, so cost is per route ({@code rl.routes.<id>.cost}) and exemption is by not adding the
+ * filter to a route. A denial is the filter's 429 with the fields above; {@link RlProblemBodyFilter}
+ * (auto-configured) gives it the core's problem body.
  */
 public class RlRateLimiter extends AbstractRateLimiter<RlRateLimiter.Config> {
     /** The filter-args prefix of a route's own settings. */
@@ -98,14 +99,20 @@ public class RlRateLimiter extends AbstractRateLimiter<RlRateLimiter.Config> {
         } catch (RuntimeException e) {
             return Mono.error(e);
         }
-        return Mono.defer(() -> Mono.fromFuture(limiter.acquireAllAsync(rules, null)))
+        return Mono.deferContextual(ctx -> Mono.fromFuture(limiter.acquireAllAsync(rules, null))
                 .map(d -> {
                     Map<String, String> headers = new LinkedHashMap<>();
                     for (Map.Entry<String, String> h : RateLimitHeaders.render(route.policies, d, properties.getHeaderStyle())) {
                         headers.put(h.getKey(), h.getValue());
                     }
+                    if (!d.allowed()) {
+                        ctx.<RlProblemBodyFilter.Slot>getOrEmpty(RlProblemBodyFilter.Slot.class).ifPresent(slot -> {
+                            slot.contentType = RateLimitHeaders.PROBLEM_CONTENT_TYPE;
+                            slot.body = RateLimitHeaders.problemBody(route.policies, d);
+                        });
+                    }
                     return new Response(d.allowed(), headers);
-                })
+                }))
                 .onErrorResume(e -> {
                     boolean open = properties.isFailOpen();
                     LOG.log(System.Logger.Level.WARNING, "rl: the limiter failed on route " + routeId + "; request "

@@ -126,7 +126,7 @@ class RlRateLimiterTest {
     }
 
     @Test
-    void aDeniedRequestGets429WithRetryAfterAndNeverReachesTheUpstream() throws Exception {
+    void aDeniedRequestGets429WithRetryAfterAndTheCoresProblemBodyAndNeverReachesTheUpstream() throws Exception {
         assertEquals(200, get(url("/denied/a")).statusCode());
         assertEquals(200, get(url("/denied/b")).statusCode());
         HttpResponse<String> denied = get(url("/denied/c"));
@@ -138,6 +138,9 @@ class RlRateLimiterTest {
         assertEquals(0L, state.get(0).params().get("r"));
         assertTrue((Long) state.get(0).params().get("t") <= retry);
         StructuredFields.parseList(header(denied, "RateLimit-Policy"));
+        assertTrue(header(denied, "Content-Type").startsWith("application/problem+json"), header(denied, "Content-Type"));
+        assertTrue(denied.body().contains("\"violated-policies\":[\"burst\"]"), denied.body());
+        assertTrue(denied.body().contains("\"status\":429"), denied.body());
         assertEquals(2, UPSTREAM.count("/denied/"), "the upstream served only the admitted requests");
     }
 
