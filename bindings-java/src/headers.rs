@@ -63,18 +63,19 @@ fn decisions(env: &mut JNIEnv, flat: &JLongArray) -> Result<Vec<Decision>, Failu
     if n > 0 {
         env.get_long_array_region(flat, 0, &mut v)?;
     }
-    let u = |x: jlong| x.max(0) as u64;
-    Ok(v.chunks_exact(6)
-        .map(|d| Decision {
-            allowed: d[0] != 0,
-            remaining: u(d[1]),
-            used: u(d[2]),
-            retry_after_ms: u(d[3]),
-            reset_after_ms: u(d[4]),
-            mode: Mode::ALL[0],
-            now_ms: u(d[5]),
+    v.chunks_exact(6)
+        .map(|d| {
+            Ok(Decision {
+                allowed: d[0] != 0,
+                remaining: unsigned("remaining", d[1])?,
+                used: unsigned("used", d[2])?,
+                retry_after_ms: unsigned("retry_after_ms", d[3])?,
+                reset_after_ms: unsigned("reset_after_ms", d[4])?,
+                mode: Mode::ALL[0],
+                now_ms: unsigned("now_ms", d[5])?,
+            })
         })
-        .collect())
+        .collect()
 }
 
 /// The policies paired with the decision's per-rule decisions, which must be as many.
@@ -180,7 +181,7 @@ pub extern "system" fn Java_dev_rl_Native_renderHeaders<'l>(
         let fields = render(
             &pairs(&ps, &ds)?,
             allowed != 0,
-            retry_after_ms.max(0) as u64,
+            unsigned("retry_after_ms", retry_after_ms)?,
             style,
         );
         let flat: Vec<&str> = fields.iter().flat_map(|(n, v)| [*n, v.as_str()]).collect();
@@ -202,7 +203,10 @@ pub extern "system" fn Java_dev_rl_Native_problemBody<'l>(
     entry(&mut env, std::ptr::null_mut(), |env| {
         let ps = policies(env, &names, &limits, &windows)?;
         let ds = decisions(env, &flat)?;
-        let body = problem_body(&pairs(&ps, &ds)?, retry_after_ms.max(0) as u64);
+        let body = problem_body(
+            &pairs(&ps, &ds)?,
+            unsigned("retry_after_ms", retry_after_ms)?,
+        );
         Ok(env.new_string(body)?.into_raw())
     })
 }

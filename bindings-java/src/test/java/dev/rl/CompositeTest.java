@@ -98,6 +98,11 @@ class CompositeTest {
             assertTrue(e.getMessage().contains("`policies`"), e.getMessage());
             e = assertThrows(IllegalArgumentException.class, () -> RateLimitHeaders.render(ps, ok, null));
             assertTrue(e.getMessage().contains("`style`"), e.getMessage());
+            Decision d0 = ok.decisions().get(0);
+            CompositeDecision forged = new CompositeDecision(true, 0, ok.mode(), ok.nowMs(), List.of(
+                    new Decision(true, -1, d0.used(), 0, d0.resetAfterMs(), d0.mode(), d0.nowMs()), ok.decisions().get(1)));
+            e = assertThrows(IllegalArgumentException.class, () -> RateLimitHeaders.problemBody(ps, forged));
+            assertTrue(e.getMessage().contains("`remaining`"), e.getMessage());
         }
     }
 }
