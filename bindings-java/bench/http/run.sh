@@ -6,8 +6,11 @@
 #   redis  SCG's RedisRateLimiter (token bucket: replenish LIMIT per second-equivalent, burst LIMIT).
 # Load is wrk's closed loop (CONNS connections), far above LIMIT. Reported per way: req/s,
 # P50/P99 latency, the most the upstream served in any WINDOW_MS (its own arrival timestamps), and
-# Redis commands per request (INFO commandstats diff over the measured run). One private
-# redis-server on a free loopback port (rl-harness start/stop). Not part of the test suite.
+# Redis commands per request (INFO commandstats diff over the measured run; it counts the commands
+# a script calls too), and wrk's timeouts (no answer in 2 s; not in the latencies). One private
+# redis-server on a free loopback port (rl-harness start/stop). The upstream runs with TCP_NODELAY
+# (sun.net.httpserver.nodelay): without it Nagle + delayed ACK add ~40 ms per response and the
+# upstream, not the gateway, is measured. Not part of the test suite.
 #
 #   bash bindings-java/bench/http/run.sh            (env: SECONDS_PER_RUN=10 CONNS=32 LIMIT=500 WINDOW_MS=1000 MODES="none rl redis")
 #
@@ -52,7 +55,7 @@ rows=()
 for mode in $modes; do
   port="$(free_port)"
   log="$(mktemp)"
-  java -Xms512m -Xmx512m -cp "$cp" dev.rl.bench.http.BenchGateway \
+  java -Xms512m -Xmx512m -Dsun.net.httpserver.nodelay=true -cp "$cp" dev.rl.bench.http.BenchGateway \
     --server.port="$port" --server.address=127.0.0.1 --bench.mode="$mode" --bench.limit="$limit" \
     --bench.window-ms="$window" --rl.url="$RL_TEST_REDIS_URL" \
     "--rl.routes.bench.policies=$limit per ${window}ms" \
@@ -79,11 +82,12 @@ for mode in $modes; do
   p99="$(awk '$1=="99%" {print $2}' <<<"$out" | to_ms)"
   served="$(sed -E 's/.*served=([0-9]+).*/\1/' <<<"$stats")"
   most="$(sed -E 's/.*most_in_window=([0-9]+).*/\1/' <<<"$stats")"
+  timeouts="$(awk '/Socket errors/ {gsub(",", ""); print $NF}' <<<"$out")"; timeouts="${timeouts:-0}"
   per="$(awk -v a="$after" -v b="$before" -v n="$total" 'BEGIN {printf "%.2f", (a-b)/n}')"
-  rows+=("$(printf '%-6s %9s %9s %9s %10s %12s %14s' "$mode" "$rps" "$p50" "$p99" "$served" "$most" "$per")")
+  rows+=("$(printf '%-6s %9s %9s %9s %10s %12s %14s %9s' "$mode" "$rps" "$p50" "$p99" "$served" "$most" "$per" "$timeouts")")
 done
 
 echo
 echo "limit $limit per $window ms, one key, $conns connections, $secs s per way (wrk closed loop)"
-printf '%-6s %9s %9s %9s %10s %12s %14s\n' way "req/s" "P50 ms" "P99 ms" served "most/window" "redis cmd/req"
+printf '%-6s %9s %9s %9s %10s %12s %14s %9s\n' way "req/s" "P50 ms" "P99 ms" served "most/window" "redis cmd/req" "timeouts"
 printf '%s\n' "${rows[@]}"
