@@ -21,6 +21,7 @@ bench-python:
 bench-http:
 	bash bindings-python/bench/http/run.sh $(BENCH_HTTP_ARGS)
 	bash bindings-node/bench/http/run.sh
+	bash bindings-java/bench/http/run.sh
 
 throughput: build
 	target/release/rl throughput

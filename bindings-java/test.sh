@@ -8,7 +8,11 @@
 #      (the Redis-down test starts and kills its own), and installs dev.rl:rl-java into ~/.m2;
 #   2. micrometer/ (dev.rl:rl-micrometer, the Micrometer MeterBinder), built and tested against
 #      that installed artifact and a real redis-server;
-#   3. the consumer project examples/gateway, built against that installed artifact and run
+#   3. servlet/ (dev.rl:rl-servlet, the Jakarta Servlet Filter), tested in embedded Jetty against
+#      that installed artifact and a real redis-server;
+#   4. spring-cloud-gateway/ (dev.rl:rl-spring-cloud-gateway, the SCG RateLimiter): a Spring Boot
+#      gateway on a random loopback port routing to a JDK HTTP server, against a real redis-server;
+#   5. the consumer project examples/gateway, built against that installed artifact and run
 #      against a real redis-server.
 #
 #   bash bindings-java/test.sh          from anywhere
@@ -41,6 +45,12 @@ echo "== bindings-java: mvn install (native build, JUnit suite against a real re
 
 echo "== bindings-java: rl-micrometer (micrometer/, the MeterBinder) against the installed dev.rl:rl-java and a real redis-server"
 "$harness" run -- mvn -B -ntp -Dstyle.color=never -Drl.test.requireRedis=true -f bindings-java/micrometer/pom.xml verify
+
+echo "== bindings-java: rl-servlet (servlet/, the Jakarta Servlet Filter) in embedded Jetty against the installed dev.rl:rl-java and a real redis-server"
+"$harness" run -- mvn -B -ntp -Dstyle.color=never -Drl.test.requireRedis=true -f bindings-java/servlet/pom.xml verify
+
+echo "== bindings-java: rl-spring-cloud-gateway (spring-cloud-gateway/, the SCG RateLimiter) in a real gateway against the installed dev.rl:rl-java and a real redis-server"
+"$harness" run -- mvn -B -ntp -Dstyle.color=never -Drl.test.requireRedis=true -f bindings-java/spring-cloud-gateway/pom.xml verify
 
 echo "== bindings-java: consumer project examples/gateway against the installed dev.rl:rl-java"
 out="$("$harness" run -- mvn -q -B -ntp -Dstyle.color=never -f bindings-java/examples/gateway/pom.xml package exec:java 2>&1)" || {

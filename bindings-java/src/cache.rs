@@ -17,6 +17,8 @@ pub struct Cache {
     pub native: GlobalRef,
     /// `static Decision decision(boolean, long, long, long, long, int, long)`
     pub decision: JStaticMethodID,
+    /// `static CompositeDecision composite(boolean, long, int, long, Object[])`
+    pub composite: JStaticMethodID,
     /// `dev.rl.Stats`, a record whose components are `STATS_FIELDS` in order (generated).
     pub stats: GlobalRef,
     /// Its canonical constructor, see [`stats_signature`].
@@ -67,6 +69,11 @@ pub fn init(env: &mut JNIEnv, class: &JClass) -> Result<(), Failure> {
         vm: env.get_java_vm()?,
         native: env.new_global_ref(class)?,
         decision: env.get_static_method_id(class, "decision", "(ZJJJJIJ)Ldev/rl/Decision;")?,
+        composite: env.get_static_method_id(
+            class,
+            "composite",
+            "(ZJIJ[Ljava/lang/Object;)Ldev/rl/CompositeDecision;",
+        )?,
         stats: env.new_global_ref(&stats)?,
         stats_new,
         error: env.get_static_method_id(

@@ -9,7 +9,7 @@ use jni::JNIEnv;
 use rl_core::blocking::Limiter;
 use rl_core::options::{self, Value};
 use rl_core::unwind::{test_panic, TestPanic};
-use rl_core::{Decision, Error, Mode, Options, StatsKind, STATS_FIELDS};
+use rl_core::{CompositeDecision, Decision, Error, Mode, Options, StatsKind, STATS_FIELDS};
 
 use crate::cache::cache;
 use crate::error::{java_named, Failure};
@@ -194,6 +194,42 @@ pub fn decision<'l>(env: &mut JNIEnv<'l>, d: &Decision) -> Result<JObject<'l>, F
         env.call_static_method_unchecked(&c.native, c.decision, ReturnType::Object, &args)
     }?
     .l()?;
+    Ok(obj)
+}
+
+/// A `dev.rl.CompositeDecision`, made by `Native.composite` from its decisions (an `Object[]`:
+/// `java/lang/Object` is found by any thread's class loader, `dev/rl/Decision` might not be).
+pub fn composite<'l>(env: &mut JNIEnv<'l>, c: &CompositeDecision) -> Result<JObject<'l>, Failure> {
+    let cache = cache()?;
+    let list = env.new_object_array(
+        c.decisions.len() as jint,
+        "java/lang/Object",
+        JObject::null(),
+    )?;
+    for (i, d) in c.decisions.iter().enumerate() {
+        let obj = decision(env, d)?;
+        env.set_object_array_element(&list, i as jint, &obj)?;
+        env.delete_local_ref(obj)?;
+    }
+    let args = [
+        jvalue {
+            z: c.allowed as jboolean,
+        },
+        jvalue {
+            j: long(c.retry_after_ms),
+        },
+        jvalue {
+            i: mode_index(c.mode),
+        },
+        jvalue { j: long(c.now_ms) },
+        jvalue { l: list.as_raw() },
+    ];
+    // SAFETY: `composite` was looked up on `native` with exactly this signature.
+    let obj = unsafe {
+        env.call_static_method_unchecked(&cache.native, cache.composite, ReturnType::Object, &args)
+    }?
+    .l()?;
+    env.delete_local_ref(list)?;
     Ok(obj)
 }
 

@@ -17,7 +17,7 @@ use jni::JNIEnv;
 
 use rl_core::runtime::Started;
 use rl_core::unwind::CatchUnwind;
-use rl_core::{Decision, Error};
+use rl_core::{CompositeDecision, Decision, Error};
 
 use crate::cache::{self, cache};
 use crate::convert::{self, decision};
@@ -26,6 +26,7 @@ use crate::error::{throwable, Failure};
 /// What an async call produces for Java.
 pub enum Outcome {
     Decision(Decision),
+    Composite(CompositeDecision),
     Unit,
 }
 
@@ -38,6 +39,7 @@ fn deliver(env: &mut JNIEnv, future: &JObject, result: Finished) -> Result<(), F
     env.with_local_frame(8, |env| -> Result<(), Failure> {
         let value = match result {
             Ok(Ok(Outcome::Decision(d))) => Ok(decision(env, &d)?),
+            Ok(Ok(Outcome::Composite(c))) => Ok(convert::composite(env, &c)?),
             Ok(Ok(Outcome::Unit)) => Ok(JObject::null()),
             Ok(Err(e)) => Err(throwable(env, &Failure::Core(e))?),
             Err(panic) => Err(throwable(env, &Failure::Internal(panic))?),

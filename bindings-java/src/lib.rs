@@ -12,14 +12,18 @@
 //! - [`cache`]: classes and method ids, looked up once by `Native.init` on a Java thread (with the
 //!   class loader that loaded `dev.rl.Native`: `FindClass` on a native thread would miss it);
 //! - [`future`]: async calls and the `CompletableFuture`s they complete;
-//! - [`limiter`]: the entry points on a limiter handle.
+//! - [`limiter`]: the entry points on a limiter handle;
+//! - [`composite`]: `acquireAll`, several rules in one atomic decision;
+//! - [`headers`]: policy strings, response fields and the problem body, for middleware.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod cache;
+mod composite;
 mod convert;
 mod error;
 mod future;
+mod headers;
 mod limiter;
 
 use jni::objects::JClass;
@@ -28,7 +32,7 @@ use jni::JNIEnv;
 
 /// Bumped whenever a `native` signature in `dev.rl.Native`, or a Java method native code calls,
 /// changes; Java refuses a library whose number differs (a stale `librl_java.so`).
-const ABI_VERSION: jint = 3;
+const ABI_VERSION: jint = 4;
 
 #[no_mangle]
 pub extern "system" fn Java_dev_rl_Native_abiVersion(_env: JNIEnv, _class: JClass) -> jint {

@@ -16,7 +16,7 @@ use crate::future::{start, Outcome};
 /// Runs a blocking core call. On a thread inside the core's runtime (a Java callback of an async
 /// call, running on a runtime worker, that calls a synchronous method), it first hands the
 /// worker's other tasks to another thread, so a blocked callback cannot starve the runtime.
-fn blocking<T>(f: impl FnOnce() -> rl_core::Result<T>) -> Result<T, Failure> {
+pub(crate) fn blocking<T>(f: impl FnOnce() -> rl_core::Result<T>) -> Result<T, Failure> {
     let r = if tokio::runtime::Handle::try_current().is_ok() {
         tokio::task::block_in_place(f)
     } else {

@@ -11,7 +11,7 @@ import java.util.concurrent.CompletableFuture;
  */
 final class Native {
     /** Must equal {@code ABI_VERSION} in lib.rs. */
-    static final int ABI_VERSION = 3;
+    static final int ABI_VERSION = 4;
 
     static {
         NativeLoader.load();
@@ -72,6 +72,27 @@ final class Native {
 
     static native void resetAsync(long handle, byte[] key, CompletableFuture<Void> future);
 
+    static native CompositeDecision acquireAll(long handle, byte[][] keys, long[] limits, long[] windowsMs,
+            long[] costs, byte[] group);
+
+    static native void acquireAllAsync(long handle, byte[][] keys, long[] limits, long[] windowsMs,
+            long[] costs, byte[] group, CompletableFuture<CompositeDecision> future);
+
+    /** {@code [String[] names, long[] limits, long[] windowsMs]} of a policy string. */
+    static native Object[] parsePolicies(String text);
+
+    /** The core's check of a policy; its name (canonical text when {@code name} is null). */
+    static native String policyName(String name, long limit, long windowMs);
+
+    /** Response fields as {@code [name0, value0, name1, value1, ...]}; decisions six longs each. */
+    static native String[] renderHeaders(String[] names, long[] limits, long[] windowsMs, long[] decisions,
+            boolean allowed, long retryAfterMs, String style);
+
+    static native String problemBody(String[] names, long[] limits, long[] windowsMs, long[] decisions,
+            long retryAfterMs);
+
+    static native String problemContentType();
+
     /** The names of rl-core's modes ({@code Mode::ALL}), in order. */
     private static native String[] modes();
 
@@ -90,6 +111,15 @@ final class Native {
     static Decision decision(boolean allowed, long remaining, long used, long retryAfterMs, long resetAfterMs,
             int mode, long nowMs) {
         return new Decision(allowed, remaining, used, retryAfterMs, resetAfterMs, MODES[mode], nowMs);
+    }
+
+    static CompositeDecision composite(boolean allowed, long retryAfterMs, int mode, long nowMs,
+            Object[] decisions) {
+        Decision[] ds = new Decision[decisions.length];
+        for (int i = 0; i < ds.length; i++) {
+            ds[i] = (Decision) decisions[i];
+        }
+        return new CompositeDecision(allowed, retryAfterMs, MODES[mode], nowMs, java.util.List.of(ds));
     }
 
     static final int KIND_INTERNAL = 0;

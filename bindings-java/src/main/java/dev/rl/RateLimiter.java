@@ -3,6 +3,7 @@ package dev.rl;
 import java.lang.ref.Cleaner;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Executor;
 
@@ -158,6 +159,64 @@ public final class RateLimiter implements AutoCloseable {
             handle.exit();
         }
         return hop(future);
+    }
+
+    // ---- several rules at once ---------------------------------------------------------------
+
+    /**
+     * Takes every rule's cost if every rule fits, else nothing from any: one atomic decision (on
+     * Redis, one script call). Typical uses: per-IP + per-user limits on one request, or a burst and
+     * a daily limit on one key ({@code Policy.parseAll("burst: 100/s; 5000/h")}). Keys of one call
+     * must share a Redis Cluster slot unless {@code group} (nullable) names one for them; at most
+     * 16 rules. Bad values throw {@link IllegalArgumentException} naming the value and its rule.
+     */
+    public CompositeDecision acquireAll(List<Rule> rules, String group) {
+        Rules r = Rules.of(rules, group);
+        long h = handle.enter();
+        try {
+            return Native.acquireAll(h, r.keys, r.limits, r.windows, r.costs, r.group);
+        } finally {
+            handle.exit();
+        }
+    }
+
+    /** {@link #acquireAll(List, String)} without blocking; argument errors throw at the call. */
+    public CompletableFuture<CompositeDecision> acquireAllAsync(List<Rule> rules, String group) {
+        Rules r = Rules.of(rules, group);
+        CompletableFuture<CompositeDecision> future = new CompletableFuture<>();
+        long h = handle.enter();
+        try {
+            Native.acquireAllAsync(h, r.keys, r.limits, r.windows, r.costs, r.group, future);
+        } finally {
+            handle.exit();
+        }
+        return hop(future);
+    }
+
+    /** Rules as the parallel arrays the native call takes (a null key stays null: the core names it). */
+    private record Rules(byte[][] keys, long[] limits, long[] windows, long[] costs, byte[] group) {
+        static Rules of(List<Rule> rules, String group) {
+            if (rules == null) {
+                throw new IllegalArgumentException("invalid argument `rules`: must not be null");
+            }
+            int n = rules.size();
+            byte[][] keys = new byte[n][];
+            long[] limits = new long[n];
+            long[] windows = new long[n];
+            long[] costs = new long[n];
+            for (int i = 0; i < n; i++) {
+                Rule r = rules.get(i);
+                if (r == null) {
+                    throw new IllegalArgumentException("invalid argument `rules`: rule " + i + " is null");
+                }
+                keys[i] = r.key() == null ? null : r.key().getBytes(StandardCharsets.UTF_8);
+                limits[i] = r.limit();
+                windows[i] = r.windowMs();
+                costs[i] = r.cost();
+            }
+            byte[] g = group == null ? null : group.getBytes(StandardCharsets.UTF_8);
+            return new Rules(keys, limits, windows, costs, g);
+        }
     }
 
     // ---- peek, reset, ping ----------------------------------------------------------------

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# The Java HTTP benchmark: wrk against a Spring Cloud Gateway (one route, one client key) in front
+# of an in-process upstream that counts what it served, three ways in one run:
+#   none   no limiter;
+#   rl     rl's RlRateLimiter (dev.rl:rl-spring-cloud-gateway): LIMIT per WINDOW_MS, exact;
+#   redis  SCG's RedisRateLimiter (token bucket: replenish LIMIT per second-equivalent, burst LIMIT).
+# Load is wrk's closed loop (CONNS connections), far above LIMIT. Reported per way: req/s,
+# P50/P99 latency, the most the upstream served in any WINDOW_MS (its own arrival timestamps), and
+# Redis commands per request (INFO commandstats diff over the measured run; it counts the commands
+# a script calls too), and wrk's timeouts (no answer in 2 s; not in the latencies). One private
+# redis-server on a free loopback port (rl-harness start/stop). The upstream runs with TCP_NODELAY
+# (sun.net.httpserver.nodelay): without it Nagle + delayed ACK add ~40 ms per response and the
+# upstream, not the gateway, is measured. Not part of the test suite.
+#
+#   bash bindings-java/bench/http/run.sh            (env: SECONDS_PER_RUN=10 CONNS=32 LIMIT=500 WINDOW_MS=1000 MODES="none rl redis")
+#
+# Builds and installs dev.rl:rl-java (release native library) and dev.rl:rl-spring-cloud-gateway first.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../../.." && pwd)"
+cd "$root"
+target="${CARGO_TARGET_DIR:-$root/target}"
+export CARGO_TERM_COLOR=never
+secs="${SECONDS_PER_RUN:-10}"
+conns="${CONNS:-32}"
+limit="${LIMIT:-500}"
+window="${WINDOW_MS:-1000}"
+modes="${MODES:-none rl redis}"
+mvn_flags=(-q -B -ntp -Dstyle.color=never)
+command -v wrk >/dev/null || { echo "wrk is missing: apt-get install -y wrk" >&2; exit 1; }
+
+echo "== build: rl-java (release native library), rl-spring-cloud-gateway and the bench gateway"
+mvn "${mvn_flags[@]}" -f bindings-java/pom.xml -DskipTests -Drl.cargo.target.dir="$target" install
+mvn "${mvn_flags[@]}" -f bindings-java/spring-cloud-gateway/pom.xml -DskipTests install
+mvn "${mvn_flags[@]}" -f bindings-java/bench/http/pom.xml package dependency:build-classpath -Dmdep.outputFile=target/cp.txt
+[ -x "$target/debug/rl-harness" ] || cargo build --locked -p rl-harness
+cp="bindings-java/bench/http/target/classes:$(cat bindings-java/bench/http/target/cp.txt)"
+
+eval "$("$target/debug/rl-harness" start)"   # RL_TEST_REDIS_URL, _PORT, _PID, _DIR
+gw_pid=""
+cleanup() {
+  [ -n "$gw_pid" ] && kill "$gw_pid" 2>/dev/null && wait "$gw_pid" 2>/dev/null
+  "$target/debug/rl-harness" stop --pid "$RL_TEST_REDIS_PID" --dir "$RL_TEST_REDIS_DIR" >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+redis_calls() {
+  redis-cli -p "$RL_TEST_REDIS_PORT" info commandstats | tr -d '\r' \
+    | awk -F'[=,]' '/^cmdstat_/ && !/^cmdstat_info:/ {n += $2} END {print n+0}'
+}
+# wrk's latency in ms from "50%    1.23ms" style fields.
+to_ms() { awk '{v=$1; if (v ~ /us$/) {sub(/us$/,"",v); v/=1000} else if (v ~ /ms$/) {sub(/ms$/,"",v)} else if (v ~ /s$/) {sub(/s$/,"",v); v*=1000}; printf "%.2f", v}'; }
+
+rows=()
+for mode in $modes; do
+  port="$(free_port)"
+  log="$(mktemp)"
+  java -Xms512m -Xmx512m -Dsun.net.httpserver.nodelay=true -cp "$cp" dev.rl.bench.http.BenchGateway \
+    --server.port="$port" --server.address=127.0.0.1 --bench.mode="$mode" --bench.limit="$limit" \
+    --bench.window-ms="$window" --rl.url="$RL_TEST_REDIS_URL" \
+    "--rl.routes.bench.policies=$limit per ${window}ms" \
+    --spring.data.redis.host=127.0.0.1 --spring.data.redis.port="$RL_TEST_REDIS_PORT" \
+    --logging.level.root=WARN >"$log" 2>&1 &
+  gw_pid=$!
+  for _ in $(seq 1 120); do
+    curl -s -o /dev/null "http://127.0.0.1:$port/__stats?window=$window" && break
+    sleep 0.5
+  done
+  echo "== $mode: warm-up ($((secs / 2)) s), then $secs s, $conns connections"
+  wrk -t2 -c"$conns" -d"$((secs / 2))s" "http://127.0.0.1:$port/bench/x" >/dev/null
+  sleep 1.5   # let the warm-up's window pass
+  curl -s "http://127.0.0.1:$port/__stats?window=$window" >/dev/null
+  before="$(redis_calls)"
+  out="$(wrk -t2 -c"$conns" -d"${secs}s" --latency "http://127.0.0.1:$port/bench/x")"
+  after="$(redis_calls)"
+  stats="$(curl -s "http://127.0.0.1:$port/__stats?window=$window")"
+  kill "$gw_pid"; wait "$gw_pid" 2>/dev/null || true; gw_pid=""
+  rm -f "$log"
+  total="$(awk '/requests in/ {print $1}' <<<"$out")"
+  rps="$(awk '/^Requests\/sec/ {printf "%.0f", $2}' <<<"$out")"
+  p50="$(awk '$1=="50%" {print $2}' <<<"$out" | to_ms)"
+  p99="$(awk '$1=="99%" {print $2}' <<<"$out" | to_ms)"
+  served="$(sed -E 's/.*served=([0-9]+).*/\1/' <<<"$stats")"
+  most="$(sed -E 's/.*most_in_window=([0-9]+).*/\1/' <<<"$stats")"
+  timeouts="$(awk '/Socket errors/ {gsub(",", ""); print $NF}' <<<"$out")"; timeouts="${timeouts:-0}"
+  per="$(awk -v a="$after" -v b="$before" -v n="$total" 'BEGIN {printf "%.2f", (a-b)/n}')"
+  rows+=("$(printf '%-6s %9s %9s %9s %10s %12s %14s %9s' "$mode" "$rps" "$p50" "$p99" "$served" "$most" "$per" "$timeouts")")
+done
+
+echo
+echo "limit $limit per $window ms, one key, $conns connections, $secs s per way (wrk closed loop)"
+printf '%-6s %9s %9s %9s %10s %12s %14s %9s\n' way "req/s" "P50 ms" "P99 ms" served "most/window" "redis cmd/req" "timeouts"
+printf '%s\n' "${rows[@]}"

@@ -1,0 +1,105 @@
+package dev.rl.bench.http;
+
+import com.sun.net.httpserver.HttpServer;
+import dev.rl.gateway.RlKeyResolver;
+import dev.rl.gateway.RlRateLimiter;
+import java.io.IOException;
+import java.io.OutputStream;
+import java.net.InetSocketAddress;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.Executors;
+import org.springframework.beans.factory.annotation.Value;
+import org.springframework.boot.SpringApplication;
+import org.springframework.boot.autoconfigure.SpringBootApplication;
+import org.springframework.cloud.gateway.filter.ratelimit.RedisRateLimiter;
+import org.springframework.cloud.gateway.route.RouteLocator;
+import org.springframework.cloud.gateway.route.builder.RouteLocatorBuilder;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Primary;
+
+/**
+ * The benchmark's gateway: route {@code /bench/**} to an in-process upstream (the JDK's HTTP
+ * server on a loopback port) limited by {@code bench.mode}: {@code none}, {@code rl} (rl's
+ * RlRateLimiter, policies from {@code rl.routes.bench.policies}) or {@code redis} (SCG's
+ * RedisRateLimiter, a token bucket: replenish {@code limit / window} per second, burst
+ * {@code limit}). {@code /__stats?window=MS} (unlimited route) reports what the upstream served
+ * and the most it served in any window, then forgets it.
+ */
+@SpringBootApplication
+public class BenchGateway {
+    public static void main(String[] args) {
+        SpringApplication.run(BenchGateway.class, args);
+    }
+
+    /** Arrival times (ms) of the requests the upstream served. */
+    static final List<Long> SERVED = new ArrayList<>();
+
+    @Bean(destroyMethod = "")
+    HttpServer upstream() throws IOException {
+        HttpServer s = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 1024);
+        s.createContext("/bench", ex -> {
+            long now = System.currentTimeMillis();
+            synchronized (SERVED) {
+                SERVED.add(now);
+            }
+            reply(ex, "ok");
+        });
+        s.createContext("/__stats", ex -> {
+            long window = Long.parseLong(ex.getRequestURI().getQuery().replace("window=", ""));
+            List<Long> t;
+            synchronized (SERVED) {
+                t = new ArrayList<>(SERVED);
+                SERVED.clear();
+            }
+            t.sort(null);
+            int most = 0;
+            for (int a = 0, b = 0; b < t.size(); b++) {
+                while (t.get(b) - t.get(a) >= window) {
+                    a++;
+                }
+                most = Math.max(most, b - a + 1);
+            }
+            reply(ex, "served=" + t.size() + " most_in_window=" + most + "\n");
+        });
+        s.setExecutor(Executors.newFixedThreadPool(4));
+        s.start();
+        return s;
+    }
+
+    private static void reply(com.sun.net.httpserver.HttpExchange ex, String text) throws IOException {
+        byte[] body = text.getBytes(StandardCharsets.UTF_8);
+        ex.sendResponseHeaders(200, body.length);
+        try (OutputStream out = ex.getResponseBody()) {
+            out.write(body);
+        }
+    }
+
+    /** SCG's limiter; primary, so the RequestRateLimiter factory has one default. */
+    @Bean
+    @Primary
+    RedisRateLimiter redisRateLimiter(@Value("${bench.limit}") int limit, @Value("${bench.window-ms}") long windowMs) {
+        int perSecond = (int) Math.max(1, limit * 1000L / windowMs);
+        return new RedisRateLimiter(perSecond, limit, 1);
+    }
+
+    @Bean
+    RouteLocator routes(RouteLocatorBuilder b, HttpServer upstream, @Value("${bench.mode}") String mode,
+            @Value("${bench.limit}") long limit, @Value("${bench.window-ms}") long windowMs,
+            RlRateLimiter rl, RedisRateLimiter redis, RlKeyResolver keys) {
+        String uri = "http://127.0.0.1:" + upstream.getAddress().getPort();
+        return b.routes()
+                .route("stats", r -> r.path("/__stats").uri(uri))
+                .route("bench", r -> r.path("/bench/**").filters(f -> {
+                    switch (mode) {
+                        case "none" -> { }
+                        case "rl" -> f.requestRateLimiter(c -> c.setRateLimiter(rl).setKeyResolver(keys));
+                        case "redis" -> f.requestRateLimiter(c -> c.setRateLimiter(redis).setKeyResolver(keys));
+                        default -> throw new IllegalArgumentException("bench.mode is " + mode + "; use none, rl or redis");
+                    }
+                    return f;
+                }).uri(uri))
+                .build();
+    }
+}
