@@ -272,7 +272,7 @@ export type HeaderStyle = 'ietf' | 'legacy' | 'both' | 'none'
 /**
  * Parses a policy string such as `"burst: 100/s; 5000 per hour"` (separators `;` `,` `|`; units
  * ms, s, m, h, d, month) with the core's grammar.
- * @throws {InvalidArgumentError} naming `text`, the message saying what is wrong.
+ * @throws {InvalidArgumentError} naming `policy`, the message saying what is wrong.
  */
 export declare function parsePolicies(text: string): Policy[]
 

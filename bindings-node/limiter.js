@@ -247,7 +247,7 @@ function compositeArg(decision) {
  * core's grammar. @returns {Policy[]} @throws {InvalidArgumentError} naming `text`
  */
 function parsePolicies(text) {
-  return nativeParsePolicies(typed(text, 'string', 'text'), makeError)
+  return nativeParsePolicies(typed(text, 'string', 'policy'), makeError)
 }
 
 /**

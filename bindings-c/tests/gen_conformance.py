@@ -90,7 +90,8 @@ def main():
         a.update(row["args"])
         idx = len(rows)
         url = value(a["url"]) if "url" in a else ("null",)
-        key = value(a.get("key", "k"))
+        # parse_policies carries its text where the others carry the key.
+        key = value(a["text"] if row["call"] == "parse_policies" else a.get("key", "k"))
         nums = {}
         for p in ("limit", "window_ms", "cost"):
             v = value(a[p]) if p in a else ("int", 1)

@@ -110,6 +110,19 @@ static void run_open(const struct conf_row *r) {
     for (int i = 0; i < CONF_BUFS; i++) free(bufs[i]);
 }
 
+/* parse_policies: the row's text (in the key slot) through rl_policies_parse. */
+static void run_policies(const struct conf_row *r) {
+    size_t n;
+    char *text = materialize(&r->key, &n);
+    rl_policies *p = (rl_policies *)&p; /* garbage: must be set to NULL on failure */
+    rl_error *err = NULL;
+    rl_status st = rl_policies_parse(text, &p, &err);
+    check(r, "rl_policies_parse", st, err);
+    if (st == RL_OK) rl_policies_free(p);
+    else if (p != NULL) fail_row(r, "rl_policies_parse", "*out not NULL after a failed parse", NULL);
+    free(text);
+}
+
 static void run_call(const struct conf_row *r, rl_limiter *l) {
     size_t n;
     char *key = materialize(&r->key, &n);
@@ -165,6 +178,7 @@ int main(int argc, char **argv) {
         const struct conf_row *r = &CONF_ROWS[i];
         g_row_failed = 0;
         if (strcmp(r->call, "open") == 0) run_open(r);
+        else if (strcmp(r->call, "parse_policies") == 0) run_policies(r);
         else run_call(r, l);
         fflush(stderr);
         if (g_row_failed) {

@@ -26,12 +26,13 @@ const INVALID_TYPE: &str = "ERR_RL_INVALID_TYPE";
 
 /// The argument an error names, as a JavaScript caller wrote it: `key` and `url` are positional
 /// (and `options` is the object itself), and so are the arguments of `acquireAll` and the policy
-/// functions (`rules`, `rules[].limit`, `text`, `policies`, `decision`, `style`); every other
+/// functions (`rules`, `rules[].limit`, `policy` (the policy text), `policies`, `decision`,
+/// `style`); every other
 /// name is a field of an options object, in camelCase (`window_ms` → `options.windowMs`,
 /// `retry_delay_ms` → `options.retryDelayMs`).
 pub(crate) fn js_argument(name: &str) -> String {
     match name {
-        "key" | "url" | "options" | "text" | "style" => name.to_string(),
+        "key" | "url" | "options" | "policy" | "style" => name.to_string(),
         _ if ["rules", "policies", "decision"]
             .iter()
             .any(|p| name.starts_with(p)) =>

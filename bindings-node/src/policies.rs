@@ -77,12 +77,7 @@ pub fn parse_policies(
     make_error: MakeError<'_>,
 ) -> Result<Vec<NativePolicy>> {
     guarded(&env, &make_error, || {
-        Policy::parse_many(&text)
-            .map(|ps| ps.iter().map(to_js).collect())
-            .map_err(|e| match e {
-                rl_core::Error::InvalidArgument { message, .. } => invalid("text", message),
-                e => e,
-            })
+        Policy::parse_many(&text).map(|ps| ps.iter().map(to_js).collect())
     })
 }
 

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict'
 import { readFileSync } from 'node:fs'
 import { after, before, describe, test } from 'node:test'
 
-import { InvalidArgumentError, InvalidArgumentTypeError, Limiter } from 'rl-limiter'
+import { InvalidArgumentError, InvalidArgumentTypeError, Limiter, parsePolicies } from 'rl-limiter'
 import { PrivateRedis, commandCalls, redisCli } from './helpers.mjs'
 
 const TABLE = JSON.parse(readFileSync(new URL('../../tests/conformance/invalid.json', import.meta.url), 'utf8'))
@@ -32,7 +32,7 @@ const NEEDS = {
 /** retry_delay_ms -> retryDelayMs (rl_core::options::camel_case). */
 const camel = (name) => name.replace(/_(.)/g, (_, c) => c.toUpperCase())
 /** The argument as a JavaScript caller wrote it. */
-const spelled = (name) => (['key', 'url', 'options'].includes(name) ? name : `options.${camel(name)}`)
+const spelled = (name) => (['key', 'url', 'options', 'policy'].includes(name) ? name : `options.${camel(name)}`)
 
 /** A table value as the JavaScript value it stands for. */
 function value(v) {
@@ -125,7 +125,7 @@ describe('the conformance table', () => {
   after(async () => {
     // Nothing reached Redis: no script ran, nothing was written.
     const calls = commandCalls(redis.port)
-    for (const cmd of ['evalsha', 'eval', 'del']) assert.equal(calls[cmd] ?? 0, 0, `${cmd} ran`)
+    for (const cmd of ['fcall', 'evalsha', 'eval', 'del']) assert.equal(calls[cmd] ?? 0, 0, `${cmd} ran`)
     assert.equal(redisCli(redis.port, 'DBSIZE'), '0')
     await onRedis.close()
     await memory.close()
@@ -146,6 +146,10 @@ describe('the conformance table', () => {
         const url = 'url' in row.args ? value(row.args.url) : undefined
         const options = Object.fromEntries(Object.entries(row.args.options ?? {}).map(([k, v]) => [camel(k), value(v)]))
         assert.throws(() => new Limiter(url, options), (e) => check(row, e))
+        return
+      }
+      if (row.call === 'parse_policies') {
+        assert.throws(() => parsePolicies(value(row.args.text)), (e) => check(row, e))
         return
       }
       const args = callArgs(row)

@@ -105,9 +105,9 @@ describe('policies and headers', () => {
       { name: 'burst', limit: 100, windowMs: 1000 },
       { name: '5000/1h', limit: 5000, windowMs: 3_600_000 },
     ])
-    assert.throws(() => parsePolicies('100/fortnight'), (e) => e instanceof InvalidArgumentError && e.argument === 'text' && /fortnight/.test(e.message))
-    assert.throws(() => parsePolicies('a: 1/s; a: 2/m'), (e) => e.argument === 'text' && /twice/.test(e.message))
-    assert.throws(() => parsePolicies(42), (e) => e instanceof InvalidArgumentTypeError && e.argument === 'text')
+    assert.throws(() => parsePolicies('100/fortnight'), (e) => e instanceof InvalidArgumentError && e.argument === 'policy' && /fortnight/.test(e.message))
+    assert.throws(() => parsePolicies('a: 1/s; a: 2/m'), (e) => e.argument === 'policy' && /twice/.test(e.message))
+    assert.throws(() => parsePolicies(42), (e) => e instanceof InvalidArgumentTypeError && e.argument === 'policy')
   })
 
   test('renderHeaders and problemBody for a denial, every style', async () => {

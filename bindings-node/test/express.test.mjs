@@ -168,7 +168,7 @@ describe('rl-limiter/express', () => {
   })
 
   test('configuration mistakes are refused at setup, by the core', () => {
-    assert.throws(() => rateLimit({ limiter, policies: '10/fortnight' }), (e) => e.argument === 'text' && /fortnight/.test(e.message))
+    assert.throws(() => rateLimit({ limiter, policies: '10/fortnight' }), (e) => e.argument === 'policy' && /fortnight/.test(e.message))
     assert.throws(() => rateLimit({ limiter, policies: '10/s', headerStyle: 'draft' }), (e) => e.argument === 'style')
     assert.throws(() => rateLimit({ policies: '10/s' }), (e) => e.argument === 'options.limiter')
     assert.throws(() => rateLimit({ limiter, policies: '10/s', exempt: true }), (e) => e.argument === 'options.exempt')

@@ -140,7 +140,7 @@ describe('rl-limiter/fastify', () => {
   test('a route config mistake is refused when the route is added', async () => {
     const app = Fastify()
     await app.register(rlFastify, { limiter, policies: '1/s' })
-    assert.throws(() => app.get('/x', { config: { rateLimit: { policies: '1/fortnight' } } }, async () => 'x'), (e) => e.argument === 'text')
+    assert.throws(() => app.get('/x', { config: { rateLimit: { policies: '1/fortnight' } } }, async () => 'x'), (e) => e.argument === 'policy')
     await app.close()
   })
 

@@ -61,7 +61,7 @@ def value(v: Any) -> Any:
 
 def skip_reason(row: Dict[str, Any]) -> Optional[str]:
     assert set(row) <= FIELDS, f"{row['id']}: unknown fields {set(row) - FIELDS}"
-    assert row["call"] in ("open", "acquire", "peek", "reset"), row["call"]
+    assert row["call"] in ("open", "acquire", "peek", "reset", "parse_policies"), row["call"]
     assert row["error"] in ("invalid_argument", "invalid_type"), row["error"]
     for tag in row.get("needs", []):
         assert tag in NEEDS, f"{row['id']}: unknown need {tag!r}"
@@ -133,6 +133,9 @@ def test_row(row: Dict[str, Any], limiters: Tuple[rl.Limiter, rl.Limiter, rl.Asy
         check(row, raised(lambda: rl.AsyncLimiter(*url, **options)))
         return
     a = call_args(row)
+    if row["call"] == "parse_policies":
+        check(row, raised(lambda: rl.parse_policies(*a)))
+        return
     for lim in (on_redis, memory):
         check(row, raised(lambda: getattr(lim, row["call"])(*a)))
 
@@ -148,7 +151,7 @@ def test_nothing_reached_redis(private: Any, limiters: Any) -> None:
     """Runs after the rows (pytest keeps file order): the private server saw no call at all."""
     assert private.call("DBSIZE") == 0
     stats = private.call("INFO", "commandstats").decode()
-    assert "cmdstat_eval" not in stats and "cmdstat_del" not in stats, stats
+    assert all(f"cmdstat_{c}:" not in stats for c in ("eval", "evalsha", "fcall", "del")), stats
     clients = private.call("INFO", "clients").decode()
     assert "connected_clients:1\r" in clients, "the limiter must not even connect"
 

@@ -354,6 +354,14 @@ fn call_args(doc: &Json, r: &Row) -> (Vec<u8>, u64, u64, u64) {
     (key, num("limit"), num("window_ms"), num("cost"))
 }
 
+/// A policy string the core must refuse (`Policy::parse_many`).
+fn policies_row(r: &Row) -> Error {
+    match decode(&r.args["text"]) {
+        V::Text(text) => rl_core::Policy::parse_many(&text).expect_err(&r.id),
+        other => panic!("{}: text {other:?}", r.id),
+    }
+}
+
 fn call_row(doc: &Json, l: &blocking::Limiter, r: &Row) -> Error {
     let (key, limit, window, cost) = call_args(doc, r);
     let result = match r.call.as_str() {
@@ -399,6 +407,8 @@ fn every_expressible_row_fails_as_the_table_says_before_any_io() {
         }
         if open {
             check(r, open_row(r), "open");
+        } else if r.call == "parse_policies" {
+            check(r, policies_row(r), "parse_policies");
         } else {
             for (name, l) in [
                 ("memory", &memory),
