@@ -2,7 +2,7 @@
 // rl-limiter/express: Express middleware (Express 4 and 5). The framework is not imported here:
 // `express` is an optional peer dependency, and the core package never loads this file.
 
-const { keys, configure, check, failure, problemBody, PROBLEM_CONTENT_TYPE } = require('./middleware.js')
+const { keys, configure, check, failure, PROBLEM_CONTENT_TYPE } = require('./middleware.js')
 
 /**
  * A middleware that limits each request by `options.policies` on the key `options.key(req)`
@@ -12,14 +12,14 @@ const { keys, configure, check, failure, problemBody, PROBLEM_CONTENT_TYPE } = r
  */
 function rateLimit(options) {
   const cfg = configure(options)
-  async function denied(req, res, decision) {
+  async function denied(req, res, decision, body) {
     if (cfg.onDenied) {
       await cfg.onDenied(req, res, decision)
       if (res.headersSent || res.writableEnded) return
     }
     res.statusCode = 429
     res.setHeader('Content-Type', PROBLEM_CONTENT_TYPE)
-    res.end(problemBody(cfg.policies, decision))
+    res.end(body)
   }
   return function rlRateLimit(req, res, next) {
     check(cfg, req).then(
@@ -27,9 +27,9 @@ function rateLimit(options) {
         if (result === null) return next()
         const { decision, headers } = result
         req.rateLimit = decision
-        for (let i = 0; i < headers.length; i++) res.setHeader(headers[i][0], headers[i][1])
+        for (let i = 0; i < headers.length; i += 2) res.setHeader(headers[i], headers[i + 1])
         if (decision.allowed) return next()
-        return denied(req, res, decision).catch(next)
+        return denied(req, res, decision, result.body).catch(next)
       },
       (err) => {
         const outcome = failure(cfg, err, req)

@@ -5,7 +5,7 @@
 // optional peer dependencies; the core package never loads this file.
 
 const fp = require('fastify-plugin')
-const { keys, configure, check, failure, problemBody, PROBLEM_CONTENT_TYPE } = require('./middleware.js')
+const { keys, configure, check, failure, PROBLEM_CONTENT_TYPE } = require('./middleware.js')
 
 /** The onRequest hook that limits one route's requests by `cfg`. */
 function hook(cfg) {
@@ -21,13 +21,13 @@ function hook(cfg) {
     if (result === null) return
     const { decision, headers } = result
     request.rateLimit = decision
-    for (let i = 0; i < headers.length; i++) reply.header(headers[i][0], headers[i][1])
+    for (let i = 0; i < headers.length; i += 2) reply.header(headers[i], headers[i + 1])
     if (decision.allowed) return
     if (cfg.onDenied) {
       await cfg.onDenied(request, reply, decision)
       if (reply.sent) return reply
     }
-    reply.code(429).type(PROBLEM_CONTENT_TYPE).send(problemBody(cfg.policies, decision))
+    reply.code(429).type(PROBLEM_CONTENT_TYPE).send(result.body)
     return reply
   }
 }

@@ -50,6 +50,24 @@ export declare class NativeLimiter {
    * effort: a refund Redis does not take leaves the leases to age out, so it never rejects.
    */
   close(): Promise<void>
+  /**
+   * One rule per policy of `policies` on `key`, each taking `cost`, decided at once; resolves
+   * to `{ decision, headers, body }`: `headers` flat (`[name, value, name, value...]`), `body`
+   * the problem body on a denial, else undefined.
+   */
+  acquirePolicies(policies: NativePolicies, key: string | Buffer, cost: number, group?: string | Buffer | undefined | null): Promise<{ decision: object, headers: string[], body?: string }>
+}
+
+/** A policy string or a list of policies, with a header style: what a middleware limits by. */
+export declare class NativePolicies {
+  /**
+   * `policies`: a policy string (`"burst: 100/s; 5000/h"`) or `parsePolicies`' objects;
+   * `style`: `ietf`, `legacy`, `both` or `none`.
+   */
+  constructor(policies: string | NativePolicy[], style: string, makeError: (code: string, message: string, argument: string | null, details: number[]) => Error)
+  /** The policies, as `parsePolicies` returns them. */
+  get list(): Array<NativePolicy>
+  get style(): string
 }
 
 /**

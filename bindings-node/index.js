@@ -836,6 +836,7 @@ function __napiStampBindingTarget(exportsObject, target) {
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
 module.exports.NativeLimiter = nativeBinding.NativeLimiter
+module.exports.NativePolicies = nativeBinding.NativePolicies
 module.exports.modes = nativeBinding.modes
 module.exports.parsePolicies = nativeBinding.parsePolicies
 module.exports.problemBody = nativeBinding.problemBody

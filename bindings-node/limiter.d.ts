@@ -291,6 +291,38 @@ export declare function renderHeaders(policies: readonly Policy[], decision: Com
  */
 export declare function problemBody(policies: readonly Policy[], decision: CompositeDecision): string
 
+/**
+ * Policies prepared once (checked and converted by the core) for {@link Limiter.acquirePolicies},
+ * with the header style of the responses. Made by {@link preparePolicies} only.
+ */
+export interface PreparedPolicies {
+  /** The policies, as `parsePolicies` returns them. */
+  readonly list: Policy[]
+  readonly style: HeaderStyle
+}
+
+/**
+ * Prepares a policy string (or policies from `parsePolicies`) and a header style once, for
+ * {@link Limiter.acquirePolicies}: what a middleware does at setup.
+ * @throws {InvalidArgumentError} naming `policies` or `style`.
+ */
+export declare function preparePolicies(policies: string | readonly Policy[], style?: HeaderStyle): PreparedPolicies
+
+/** What {@link Limiter.acquirePolicies} resolves to. */
+export interface PoliciesResponse {
+  decision: CompositeDecision
+  /** The response fields, flat: `[name, value, name, value, ...]`, in the order to send them. */
+  headers: string[]
+  /** The `application/problem+json` body of a denial; undefined when allowed. */
+  body?: string
+}
+
+export interface AcquirePoliciesOptions {
+  /** Permits taken from every policy's window; default 1. */
+  cost?: number
+  group?: Key
+}
+
 /** `application/problem+json`. */
 export declare const PROBLEM_CONTENT_TYPE: 'application/problem+json'
 
@@ -334,6 +366,13 @@ export declare class Limiter {
    * `options.group`...
    */
   acquireAll(rules: readonly Rule[], options?: AcquireAllOptions): Promise<CompositeDecision>
+  /**
+   * One rule per policy of `policies` on `key` (like `acquireAll`), and the response fields
+   * (and, on a denial, the problem body) the core renders for the decision: a middleware's one
+   * call per request. Rejects like `acquireAll`; {@link InvalidArgumentError} names `policies`,
+   * `key`, `options.cost`, `options.group`.
+   */
+  acquirePolicies(policies: PreparedPolicies, key: Key, options?: AcquirePoliciesOptions): Promise<PoliciesResponse>
   /** The window's state without taking anything; `allowed` tells whether one permit would be granted. */
   peek(key: Key, options: PeekOptions): Promise<Decision>
   /** Forgets everything admitted on `key`. */

@@ -4,7 +4,7 @@
 // error classes. The options object goes to the addon as it is, which reads it through the core's
 // option table; number shapes, ranges and every other rule are checked in Rust.
 
-const { NativeLimiter, modes, parsePolicies: nativeParsePolicies, renderHeaders: nativeRenderHeaders, problemBody: nativeProblemBody } = require('./index.js')
+const { NativeLimiter, NativePolicies, modes, parsePolicies: nativeParsePolicies, renderHeaders: nativeRenderHeaders, problemBody: nativeProblemBody } = require('./index.js')
 
 /** Errors that a call on a valid limiter can end with (backend, clock skew, closed). */
 class LimiterError extends Error {
@@ -182,6 +182,16 @@ function listArg(value, name) {
   return value
 }
 
+/** `options.group` of acquireAll/acquirePolicies: undefined when not given. */
+function groupArg(group) {
+  if (group === undefined || group === null) return undefined
+  try {
+    return keyArg(group)
+  } catch (e) {
+    throw new InvalidArgumentTypeError('options.group', e.message.replace(/^Invalid argument "key": /, ''))
+  }
+}
+
 /** acquireAll's rules, flattened for the native layer: keys, and limit, windowMs, cost per rule. */
 function flatRules(rules) {
   listArg(rules, 'rules')
@@ -265,6 +275,22 @@ function problemBody(policies, decision) {
   return nativeProblemBody(policiesArg(policies), compositeArg(decision), makeError)
 }
 
+/**
+ * Policies prepared once for {@link Limiter#acquirePolicies}: a policy string or policies from
+ * `parsePolicies`, and the header style of the responses. Checked and converted by the core here,
+ * once, so that a request pays for neither. `.list` gives the policies back, `.style` the style.
+ * @returns {PreparedPolicies} @throws {InvalidArgumentError} naming `policies` or `style`
+ */
+function preparePolicies(policies, style = 'ietf') {
+  if (typeof policies !== 'string') {
+    if (!Array.isArray(policies)) {
+      throw new InvalidArgumentTypeError('policies', `must be a policy string or an array of policies. Received ${describe(policies)}`)
+    }
+    policiesArg(policies)
+  }
+  return new NativePolicies(policies, typed(style, 'string', 'style'), makeError)
+}
+
 /** The media type of {@link problemBody}. */
 const PROBLEM_CONTENT_TYPE = 'application/problem+json'
 
@@ -343,6 +369,37 @@ class Limiter {
   }
 
   /**
+   * One rule per policy of `policies` (from `preparePolicies`) on `key`, decided like
+   * `acquireAll`, and the response the core renders for the decision: resolves to
+   * `{ decision, headers, body }`, `headers` flat (`[name, value, ...]`, in the order to send
+   * them), `body` the `application/problem+json` body on a denial (else undefined). What a
+   * middleware needs per request, in one call.
+   * @param {PreparedPolicies} policies
+   * @param {string | Buffer | Uint8Array} key
+   * @param {{ cost?: number, group?: string | Buffer | Uint8Array }} [options]
+   * @returns {Promise<{ decision: CompositeDecision, headers: string[], body?: string }>} rejects
+   *   like `acquireAll`; InvalidArgumentError names `policies`, `key`, `options.cost`, `options.group`
+   */
+  acquirePolicies(policies, key, options) {
+    try {
+      if (!(policies instanceof NativePolicies)) {
+        throw new InvalidArgumentTypeError('policies', `must be the result of preparePolicies(). Received ${describe(policies)}`)
+      }
+      key = keyArg(key)
+      let cost = 1
+      let group
+      if (options !== undefined) {
+        optionsArg(options)
+        cost = optional(options, 'cost', 1)
+        group = groupArg(options.group)
+      }
+      return this.#native.acquirePolicies(policies, key, cost, group)
+    } catch (e) {
+      return Promise.reject(e)
+    }
+  }
+
+  /**
    * Takes each rule's `cost` from its key's window if every rule fits, else nothing from any
    * (one atomic decision: one script call on Redis). Rules on one key with different windows are
    * one window checked against each (`"100/s; 5000/h"`); keys of one call must share a Redis
@@ -358,13 +415,7 @@ class Limiter {
       let group
       if (options !== undefined) {
         optionsArg(options)
-        if (options.group !== undefined && options.group !== null) {
-          try {
-            group = keyArg(options.group)
-          } catch (e) {
-            throw new InvalidArgumentTypeError('options.group', e.message.replace(/^Invalid argument "key": /, ''))
-          }
-        }
+        group = groupArg(options.group)
       }
       return this.#native.acquireAll(keys, nums, group)
     } catch (e) {
@@ -431,6 +482,7 @@ function noop() {}
 module.exports = {
   Limiter,
   parsePolicies,
+  preparePolicies,
   renderHeaders,
   problemBody,
   PROBLEM_CONTENT_TYPE,

@@ -7,6 +7,7 @@ const rl = require('./limiter.js')
 export const {
   Limiter,
   parsePolicies,
+  preparePolicies,
   renderHeaders,
   problemBody,
   PROBLEM_CONTENT_TYPE,

@@ -1,10 +1,11 @@
 'use strict'
 // What rl-limiter/express and rl-limiter/fastify share: the key helpers, the configuration and
-// one request's check. Host-language glue only: the policies are parsed, the decision made and
-// the headers and problem body rendered by the core (parsePolicies, acquireAll, renderHeaders,
-// problemBody); this file picks the key and the cost and hands the results to the framework.
+// one request's check. Host-language glue only: the policies are parsed and prepared once, and
+// the decision made and the headers and problem body rendered by the core in one call per
+// request (preparePolicies, acquirePolicies); this file picks the key and the cost and hands the
+// results to the framework.
 
-const { parsePolicies, renderHeaders, problemBody, PROBLEM_CONTENT_TYPE, InvalidArgumentError, InvalidArgumentTypeError } = require('./limiter.js')
+const { parsePolicies, preparePolicies, PROBLEM_CONTENT_TYPE, InvalidArgumentError, InvalidArgumentTypeError } = require('./limiter.js')
 
 function socketAddress(req) {
   const socket = req.socket ?? (req.raw && req.raw.socket)
@@ -57,9 +58,6 @@ function route(base = ip()) {
   }
 }
 
-// A composite decision with no rules: lets the core check a header style once, at setup.
-const NO_RULES = { allowed: true, retryAfterMs: 0, mode: 'memory', nowMs: 0, decisions: [] }
-
 /**
  * The middleware's options, checked once: policies parsed and the header style checked by the
  * core, functions checked for being functions.
@@ -69,7 +67,7 @@ function configure(options) {
     throw new InvalidArgumentTypeError('options', 'must be an object with at least `limiter` and `policies`')
   }
   const { limiter } = options
-  if (!limiter || typeof limiter.acquireAll !== 'function') {
+  if (!limiter || typeof limiter.acquirePolicies !== 'function') {
     throw new InvalidArgumentTypeError('options.limiter', 'must be a Limiter from rl-limiter')
   }
   let policies = options.policies
@@ -78,7 +76,7 @@ function configure(options) {
     throw new InvalidArgumentTypeError('options.policies', 'must be a policy string such as "100/s; 5000/h" or a non-empty array of policies')
   }
   const headerStyle = options.headerStyle ?? 'ietf'
-  renderHeaders([], NO_RULES, headerStyle)
+  const prepared = preparePolicies(policies, headerStyle)
   const fn = (name, fallback) => {
     const v = options[name] ?? fallback
     if (v !== undefined && typeof v !== 'function') throw new InvalidArgumentTypeError(`options.${name}`, 'must be a function')
@@ -99,6 +97,7 @@ function configure(options) {
   return {
     limiter,
     policies,
+    prepared,
     headerStyle,
     key: fn('key', ip({ trustedProxyHeader: options.trustedProxyHeader, trustedHops: options.trustedHops })),
     cost,
@@ -135,7 +134,8 @@ function resolved(v) {
 
 /**
  * One request's check. Resolves to null when the request is exempt, else to
- * `{ decision, headers }` (headers rendered by the core, for allowed and denied requests alike).
+ * `{ decision, headers, body }` from the core (`headers` flat, `[name, value, ...]`, for allowed
+ * and denied requests alike; `body` the problem body of a denial).
  */
 async function check(cfg, req) {
   if (cfg.exempt) {
@@ -151,12 +151,9 @@ async function check(cfg, req) {
     if (resolved(cost)) cost = await cost
   }
   key = typeof key === 'string' ? cfg.prefix + key : key
-  const policies = cfg.policies
-  const rules = new Array(policies.length)
-  for (let i = 0; i < policies.length; i++) rules[i] = { key, limit: policies[i].limit, windowMs: policies[i].windowMs, cost }
   const group = typeof cfg.group === 'function' ? cfg.group(req) : cfg.group
-  const decision = await cfg.limiter.acquireAll(rules, group === undefined ? undefined : { group })
-  return { decision, headers: renderHeaders(policies, decision, cfg.headerStyle) }
+  const options = group === undefined ? (cost === 1 ? undefined : { cost }) : { cost, group }
+  return cfg.limiter.acquirePolicies(cfg.prepared, key, options)
 }
 
 /**
@@ -180,6 +177,5 @@ module.exports = {
   configure,
   check,
   failure,
-  problemBody,
   PROBLEM_CONTENT_TYPE,
 }

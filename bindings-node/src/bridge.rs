@@ -25,6 +25,8 @@ unsafe impl Send for Deferred {}
 pub(crate) enum Outcome {
     Decision(rl_core::Decision),
     Composite(rl_core::CompositeDecision),
+    /// `acquirePolicies`: the decision and the response the core rendered for it.
+    Responded(rl_core::CompositeDecision, rl_core::headers::Response),
     Done,
     Failed(rl_core::Error),
     /// The call panicked; the panic's message.
@@ -78,6 +80,7 @@ pub(crate) fn settle(env: &Env, factories: &Factories, deferred: Deferred, outco
     let value = rl_core::unwind::call(|| match &outcome {
         Outcome::Decision(d) => factories.decision(env, d),
         Outcome::Composite(c) => factories.composite(env, c),
+        Outcome::Responded(c, r) => factories.responded(env, c, r),
         Outcome::Done => unsafe { <()>::to_napi_value(raw, ()) },
         Outcome::Failed(e) => factories.core_error(env, e),
         Outcome::Panicked(m) => factories.panic_error(env, m.clone()),

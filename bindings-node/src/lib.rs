@@ -25,9 +25,11 @@ mod errors;
 mod limiter;
 mod options;
 mod policies;
+mod prepared;
 
 // Reachable from the crate root, as napi-rs registers them (and `cargo test` builds no registry).
 pub use policies::{parse_policies, problem_body, render_headers, NativeComposite, NativePolicy};
+pub use prepared::NativePolicies;
 
 /// One decision, as the promise of `acquire`/`peek` resolves it.
 #[napi_derive::napi(object)]

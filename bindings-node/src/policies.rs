@@ -32,14 +32,14 @@ pub struct NativeComposite {
     pub decisions: Vec<NativeDecision>,
 }
 
-type MakeError<'a> = Function<'a, ErrorArgs, Unknown<'static>>;
+pub(crate) type MakeError<'a> = Function<'a, ErrorArgs, Unknown<'static>>;
 
 fn invalid(name: &'static str, message: String) -> rl_core::Error {
     rl_core::Error::InvalidArgument { name, message }
 }
 
 /// Runs `body`, raising its core error (or a panic) as the wrapper's class.
-fn guarded<T>(
+pub(crate) fn guarded<T>(
     env: &Env,
     make_error: &MakeError<'_>,
     body: impl FnOnce() -> rl_core::Result<T>,
@@ -58,7 +58,7 @@ fn guarded<T>(
     }
 }
 
-fn to_js(p: &Policy) -> NativePolicy {
+pub(crate) fn to_js(p: &Policy) -> NativePolicy {
     NativePolicy {
         name: p.name.clone(),
         limit: p.limit as f64,
@@ -90,7 +90,7 @@ fn whole(name: &'static str, what: &str, v: f64) -> rl_core::Result<u64> {
     })
 }
 
-fn policies(list: Vec<NativePolicy>) -> rl_core::Result<Vec<Policy>> {
+pub(crate) fn policies(list: Vec<NativePolicy>) -> rl_core::Result<Vec<Policy>> {
     list.into_iter()
         .enumerate()
         .map(|(i, p)| {
@@ -104,6 +104,17 @@ fn policies(list: Vec<NativePolicy>) -> rl_core::Result<Vec<Policy>> {
             })
         })
         .collect()
+}
+
+/// A header style by name (`ietf`, `legacy`, `both`, `none`); the error names `style`.
+pub(crate) fn header_style(style: &str) -> rl_core::Result<HeaderStyle> {
+    HeaderStyle::from_name(style).ok_or_else(|| {
+        let names: Vec<&str> = HeaderStyle::ALL.iter().map(|s| s.as_str()).collect();
+        invalid(
+            "style",
+            format!("is {style:?}; must be one of {}", names.join(", ")),
+        )
+    })
 }
 
 fn mode(name: &str) -> rl_core::Result<Mode> {
@@ -177,13 +188,7 @@ pub fn render_headers(
     make_error: MakeError<'_>,
 ) -> Result<Vec<Vec<String>>> {
     guarded(&env, &make_error, || {
-        let style = HeaderStyle::from_name(&style).ok_or_else(|| {
-            let names: Vec<&str> = HeaderStyle::ALL.iter().map(|s| s.as_str()).collect();
-            invalid(
-                "style",
-                format!("is {style:?}; must be one of {}", names.join(", ")),
-            )
-        })?;
+        let style = header_style(&style)?;
         let (ps, c) = paired(policies, decision)?;
         let pairs: Vec<(&Policy, &Decision)> = ps.iter().zip(&c.decisions).collect();
         Ok(render(&pairs, c.allowed, c.retry_after_ms, style)

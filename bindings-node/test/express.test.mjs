@@ -84,7 +84,7 @@ describe('rl-limiter/express', () => {
     t.after(server.close)
     const res = await fetch(`${server.base}/hello`)
     assert.equal(res.status, 500)
-    assert.equal(errors[0].argument, 'rules[].cost')
+    assert.equal(errors[0].argument, 'options.cost')
   })
 
   test('exempt requests are served without headers and take nothing', async (t) => {

@@ -17,6 +17,7 @@
 //!
 //! Integers are clamped to 999,999,999,999,999, the largest a Structured Field Integer holds.
 
+use crate::composite::CompositeDecision;
 use crate::decision::Decision;
 use crate::policy::Policy;
 
@@ -180,6 +181,32 @@ pub fn problem_body(policies: &[(&Policy, &Decision)], retry_after_ms: u64) -> S
     .to_string()
 }
 
+/// What a middleware sends for one composite decision: the fields of [`render`] and, on a
+/// denial, the [`problem_body`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Response {
+    pub headers: Vec<(&'static str, String)>,
+    /// The `application/problem+json` body; `None` when the request was allowed.
+    pub body: Option<String>,
+}
+
+/// [`render`] and, on a denial, [`problem_body`] for a decision made by rules built from
+/// `policies` (policy i describes rule i): one call for a middleware that holds its policies.
+/// `None` when the counts differ (the decision was not made from these policies).
+pub fn respond(
+    policies: &[Policy],
+    decision: &CompositeDecision,
+    style: HeaderStyle,
+) -> Option<Response> {
+    if policies.len() != decision.decisions.len() {
+        return None;
+    }
+    let pairs: Vec<(&Policy, &Decision)> = policies.iter().zip(&decision.decisions).collect();
+    let headers = render(&pairs, decision.allowed, decision.retry_after_ms, style);
+    let body = (!decision.allowed).then(|| problem_body(&pairs, decision.retry_after_ms));
+    Some(Response { headers, body })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -268,5 +295,32 @@ mod tests {
                 ("X-RateLimit-Reset", "60".to_string())
             ]
         );
+    }
+
+    #[test]
+    fn respond_renders_the_fields_and_the_body_only_on_a_denial() {
+        let burst = Policy::parse("burst: 10/s").unwrap();
+        let ps = [burst.clone()];
+        let denied = CompositeDecision {
+            allowed: false,
+            retry_after_ms: 1500,
+            mode: Mode::Memory,
+            now_ms: 0,
+            decisions: vec![d(false, 0, 1500, 1900)],
+        };
+        let r = respond(&ps, &denied, HeaderStyle::Ietf).unwrap();
+        let pairs = [(&burst, &denied.decisions[0])];
+        assert_eq!(r.headers, render(&pairs, false, 1500, HeaderStyle::Ietf));
+        assert_eq!(r.body, Some(problem_body(&pairs, 1500)));
+        let allowed = CompositeDecision {
+            allowed: true,
+            retry_after_ms: 0,
+            decisions: vec![d(true, 9, 0, 1000)],
+            ..denied.clone()
+        };
+        let r = respond(&ps, &allowed, HeaderStyle::Ietf).unwrap();
+        assert_eq!(r.body, None);
+        assert_eq!(r.headers.len(), 2);
+        assert!(respond(&[], &allowed, HeaderStyle::Ietf).is_none());
     }
 }

@@ -2,6 +2,7 @@
 // GET / answers "ok"; one key for every request (the worst case: one hot key), LIMIT permits per
 // WINDOW_MS. The handler records the time of every request it serves; GET /__served (never
 // limited) answers how many it served and the most it served in any WINDOW_MS span (app clock).
+// Variant `rl-baseline`: rl's middleware from the bindings-node directory BENCH_BASELINE.
 import { Redis } from 'ioredis'
 
 const [framework, variant, port] = process.argv.slice(2)
@@ -22,8 +23,11 @@ function maxInSpan(times, span) {
 }
 const report = () => ({ served: served.length, maxInWindow: maxInSpan(served, WINDOW_MS) })
 
+const rlModule = (name) => (variant === 'rl-baseline' ? import(`${process.env.BENCH_BASELINE}/${name === '' ? 'limiter' : name}.js`) : import(`rl-limiter${name && '/' + name}`))
+const isRl = variant === 'rl' || variant === 'rl-baseline'
+
 async function rlLimiter() {
-  const { Limiter } = await import('rl-limiter')
+  const { Limiter } = await rlModule('')
   return new Limiter(REDIS_URL)
 }
 
@@ -31,8 +35,8 @@ async function expressApp() {
   const { default: express } = await import('express')
   const app = express()
   app.get('/__served', (req, res) => res.json(report()))
-  if (variant === 'rl') {
-    const { rateLimit } = await import('rl-limiter/express')
+  if (isRl) {
+    const { rateLimit } = await rlModule('express')
     app.use(rateLimit({ limiter: await rlLimiter(), policies: `${LIMIT}/${WINDOW_MS}ms`, key: () => KEY }))
   } else if (variant === 'peer') {
     const { rateLimit } = await import('express-rate-limit')
@@ -57,8 +61,8 @@ async function expressApp() {
 async function fastifyApp() {
   const { default: Fastify } = await import('fastify')
   const app = Fastify()
-  if (variant === 'rl') {
-    const { default: rl } = await import('rl-limiter/fastify')
+  if (isRl) {
+    const { default: rl } = await rlModule('fastify')
     await app.register(rl, { limiter: await rlLimiter(), policies: `${LIMIT}/${WINDOW_MS}ms`, key: () => KEY })
   } else if (variant === 'peer') {
     const { default: rateLimit } = await import('@fastify/rate-limit')

@@ -1,8 +1,15 @@
-// Drives the HTTP benchmark (run.sh starts the Redis): for each framework and variant, starts
-// app.mjs, resets Redis's command statistics, runs wrk against one key above the limit, then
-// reads what the app served and Redis's INFO commandstats, and stops the app (by pid).
+// Drives the HTTP benchmark (run.sh starts the Redis). Two phases, each app started by itself
+// (app.mjs) and stopped by pid:
+// 1. Over the limit: wrk (closed loop, one key, far above the limit): req/s, P50/P99, the most
+//    the app served in any window, Redis commands per request (INFO commandstats diff).
+// 2. Moderate load: vegeta at a fixed rate (open loop, so a slow server cannot slow the load
+//    down and hide its latency), below the limit so every request is admitted and well below
+//    the app's capacity: P50/P99 per app and what the limiter adds to the app's P99.
+// BENCH_BASELINE=<dir>: also runs the rl middleware from another checkout's bindings-node (its
+// JavaScript, with this build's addon), to compare a change side by side in one run.
 import { execFileSync, spawn } from 'node:child_process'
 import { once } from 'node:events'
+import { readFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { fileURLToPath } from 'node:url'
 
@@ -13,14 +20,27 @@ const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 64)
 const THREADS = Number(process.env.BENCH_THREADS ?? 2)
 const LIMIT = Number(process.env.LIMIT ?? 1000)
 const WINDOW_MS = Number(process.env.WINDOW_MS ?? 1000)
+// Half the limit: every request is admitted, and far below either framework's capacity (several
+// thousand req/s on a loaded 2-core machine), so the latency measured is the app's, not a queue's.
+const RATE = Number(process.env.BENCH_RATE ?? Math.floor((LIMIT * 1000) / WINDOW_MS / 2))
+const MODERATE_SECONDS = Number(process.env.BENCH_MODERATE_SECONDS ?? 5)
+// A tail latency on a shared machine swings by 10x from one run to the next: the apps take turns
+// (round-robin) for this many rounds, and the table gives the median of each app's P50 and P99.
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
+const VEGETA = process.env.VEGETA ?? 'vegeta'
+const BASELINE = process.env.BENCH_BASELINE
+const PHASES = (process.env.BENCH_PHASES ?? 'over,moderate').split(',')
+const FRAMEWORKS = (process.env.BENCH_FRAMEWORKS ?? 'express,fastify').split(',')
 const runs = [
   ['express', 'none', 'Express, no limiter'],
   ['express', 'rl', 'Express + rl-limiter/express'],
+  ...(BASELINE ? [['express', 'rl-baseline', 'Express + rl-limiter/express (baseline)']] : []),
   ['express', 'peer', 'Express + express-rate-limit/rate-limit-redis (ioredis)'],
   ['fastify', 'none', 'Fastify, no limiter'],
   ['fastify', 'rl', 'Fastify + rl-limiter/fastify'],
+  ...(BASELINE ? [['fastify', 'rl-baseline', 'Fastify + rl-limiter/fastify (baseline)']] : []),
   ['fastify', 'peer', 'Fastify + @fastify/rate-limit (ioredis)'],
-]
+].filter(([framework]) => FRAMEWORKS.includes(framework))
 
 const redis = (...args) => execFileSync('redis-cli', ['-h', '127.0.0.1', '-p', PORT, ...args], { encoding: 'utf8' }).trim()
 function commandCalls() {
@@ -43,19 +63,30 @@ function ms(text) {
   return m ? Number(m[1]) * { us: 0.001, ms: 1, s: 1000 }[m[2]] : NaN
 }
 
-const rows = []
-for (const [framework, variant, label] of runs) {
-  redis('FLUSHALL')
+/** Starts app.mjs and waits for it to listen; `stop()` kills it by pid. */
+async function startApp(framework, variant, label) {
   const port = await freePort()
   const app = spawn(process.execPath, [`${here}/app.mjs`, framework, variant, String(port)], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, LIMIT: String(LIMIT), WINDOW_MS: String(WINDOW_MS) } })
+  await new Promise((resolve, reject) => {
+    app.stdout.on('data', (d) => String(d).includes('ready') && resolve())
+    app.on('exit', (code) => reject(new Error(`${label}: the app exited (${code})`)))
+  })
+  const url = `http://127.0.0.1:${port}/`
+  execFileSync('wrk', ['-t1', '-c4', '-d1s', url], { encoding: 'utf8' }) // warm-up
+  await new Promise((r) => setTimeout(r, WINDOW_MS + 100))
+  return {
+    url,
+    stop: async () => {
+      app.kill('SIGTERM')
+      await once(app, 'exit').catch(() => {})
+    },
+  }
+}
+
+async function overTheLimit([framework, variant, label]) {
+  redis('FLUSHALL')
+  const { url, stop } = await startApp(framework, variant, label)
   try {
-    await new Promise((resolve, reject) => {
-      app.stdout.on('data', (d) => String(d).includes('ready') && resolve())
-      app.on('exit', (code) => reject(new Error(`${label}: the app exited (${code})`)))
-    })
-    const url = `http://127.0.0.1:${port}/`
-    execFileSync('wrk', ['-t1', '-c4', '-d1s', url], { encoding: 'utf8' }) // warm-up
-    await new Promise((r) => setTimeout(r, WINDOW_MS + 100))
     const before = await (await fetch(`${url}__served`)).json()
     redis('CONFIG', 'RESETSTAT')
     const out = execFileSync('wrk', [`-t${THREADS}`, `-c${CONNECTIONS}`, `-d${SECONDS}s`, '--latency', url], { encoding: 'utf8' })
@@ -63,7 +94,7 @@ for (const [framework, variant, label] of runs) {
     const after = await (await fetch(`${url}__served`)).json()
     const requests = Number(/(\d+) requests in/.exec(out)[1])
     const non2xx = Number((/Non-2xx or 3xx responses: (\d+)/.exec(out) ?? [0, 0])[1])
-    rows.push({
+    return {
       label,
       rps: Number(/Requests\/sec:\s+([\d.]+)/.exec(out)[1]),
       p50: ms(/\s50%\s+(\S+)/.exec(out)[1]),
@@ -73,17 +104,70 @@ for (const [framework, variant, label] of runs) {
       denied: non2xx,
       maxInWindow: after.maxInWindow,
       commandsPerRequest: commands / requests,
-    })
+    }
   } finally {
-    app.kill('SIGTERM')
-    await once(app, 'exit').catch(() => {})
+    await stop()
   }
 }
 
-const load = (await import('node:fs')).readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')
-console.log(`\nOne key, limit ${LIMIT} per ${WINDOW_MS} ms; wrk -t${THREADS} -c${CONNECTIONS} -d${SECONDS}s (closed loop, far above the limit); load average after: ${load}\n`)
-console.log('| app | req/s | P50 ms | P99 ms | served | denied | most served in any window (app clock) | Redis cmds/request |')
-console.log('|---|---:|---:|---:|---:|---:|---:|---:|')
-for (const r of rows) {
-  console.log(`| ${r.label} | ${r.rps.toFixed(0)} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} | ${r.served} | ${r.denied} | ${r.maxInWindow}${r.label.includes('no limiter') ? '' : ` (limit ${LIMIT})`} | ${r.commandsPerRequest.toFixed(2)} |`)
+async function moderate([framework, variant, label]) {
+  redis('FLUSHALL')
+  const { url, stop } = await startApp(framework, variant, label)
+  try {
+    const results = execFileSync(VEGETA, ['attack', `-rate=${RATE}/s`, `-duration=${MODERATE_SECONDS}s`, '-keepalive=true'], { input: `GET ${url}\n`, maxBuffer: 1 << 30 })
+    const report = JSON.parse(execFileSync(VEGETA, ['report', '-type=json'], { input: results, encoding: 'utf8', maxBuffer: 1 << 30 }))
+    const codes = report.status_codes ?? {}
+    return {
+      label,
+      framework,
+      variant,
+      requests: report.requests,
+      rate: report.rate,
+      p50: report.latencies['50th'] / 1e6,
+      p99: report.latencies['99th'] / 1e6,
+      ok: codes['200'] ?? 0,
+      other: report.requests - (codes['200'] ?? 0),
+    }
+  } finally {
+    await stop()
+  }
+}
+
+const load = () => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')
+
+if (PHASES.includes('over')) {
+  const rows = []
+  for (const run of runs) rows.push(await overTheLimit(run))
+  console.log(`\nOne key, limit ${LIMIT} per ${WINDOW_MS} ms; wrk -t${THREADS} -c${CONNECTIONS} -d${SECONDS}s (closed loop, far above the limit); load average after: ${load()}\n`)
+  console.log('| app | req/s | P50 ms | P99 ms | served | denied | most served in any window (app clock) | Redis cmds/request |')
+  console.log('|---|---:|---:|---:|---:|---:|---:|---:|')
+  for (const r of rows) {
+    console.log(`| ${r.label} | ${r.rps.toFixed(0)} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} | ${r.served} | ${r.denied} | ${r.maxInWindow}${r.label.includes('no limiter') ? '' : ` (limit ${LIMIT})`} | ${r.commandsPerRequest.toFixed(2)} |`)
+  }
+}
+
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
+
+if (PHASES.includes('moderate')) {
+  const samples = runs.map(() => [])
+  for (let round = 0; round < ROUNDS; round++) {
+    for (let i = 0; i < runs.length; i++) samples[i].push(await moderate(runs[i]))
+  }
+  const rows = samples.map((s) => ({
+    ...s[0],
+    requests: s.reduce((n, r) => n + r.requests, 0),
+    ok: s.reduce((n, r) => n + r.ok, 0),
+    other: s.reduce((n, r) => n + r.other, 0),
+    p50: median(s.map((r) => r.p50)),
+    p99: median(s.map((r) => r.p99)),
+    p99s: s.map((r) => r.p99.toFixed(2)).join(' / '),
+  }))
+  console.log(`\nModerate load: one key, vegeta at a fixed ${RATE} req/s (open loop; half the limit of ${LIMIT} per ${WINDOW_MS} ms, so all admitted), ${ROUNDS} rounds of ${MODERATE_SECONDS}s per app taken in turns, medians; load average after: ${load()}\n`)
+  console.log('| app | requests | 200 | other | P50 ms | P99 ms | P99 per round | added to the app\'s P99 |')
+  console.log('|---|---:|---:|---:|---:|---:|---:|---:|')
+  for (const r of rows) {
+    const base = rows.find((b) => b.framework === r.framework && b.variant === 'none')
+    const added = r.variant === 'none' || !base ? '' : `${(((r.p99 - base.p99) / base.p99) * 100).toFixed(0)}%`
+    console.log(`| ${r.label} | ${r.requests} | ${r.ok} | ${r.other} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} | ${r.p99s} | ${added} |`)
+  }
 }

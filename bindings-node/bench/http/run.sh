@@ -3,9 +3,13 @@
 # middleware and with the ecosystem's Redis-backed limiter (express-rate-limit + rate-limit-redis,
 # @fastify/rate-limit), the same tiny app, one key, wrk's load far above the limit. Reports req/s,
 # P50/P99, the most the app served in any window (its own clock) and Redis commands per request,
-# against one private redis-server that rl-harness starts and stops. Not part of the tests.
+# against one private redis-server that rl-harness starts and stops. Then a moderate load: vegeta
+# (installed into $CARGO_TARGET_DIR/tools/bin with `go install` if missing) at a fixed rate, half
+# the limit: P50/P99 and what each limiter adds to the app's P99. Not part of the tests.
 #
-#   bash bindings-node/bench/http/run.sh    (env: BENCH_SECONDS=10 BENCH_CONNECTIONS=64 LIMIT=1000 WINDOW_MS=1000)
+#   bash bindings-node/bench/http/run.sh    (env: BENCH_SECONDS=10 BENCH_CONNECTIONS=64 LIMIT=1000
+#     WINDOW_MS=1000 BENCH_RATE=LIMIT/2 per second BENCH_MODERATE_SECONDS=5 BENCH_ROUNDS=3
+#     BENCH_PHASES=over,moderate BENCH_FRAMEWORKS=express,fastify BENCH_BASELINE=<bindings-node dir>)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 node_dir="$(cd "$here/../.." && pwd)"
@@ -13,6 +17,13 @@ root="$(cd "$node_dir/.." && pwd)"
 
 command -v wrk >/dev/null || { echo "bench/http/run.sh: wrk is missing (apt-get install -y wrk)" >&2; exit 1; }
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}"
+VEGETA="$(command -v vegeta || echo "$CARGO_TARGET_DIR/tools/bin/vegeta")"
+if [ ! -x "$VEGETA" ]; then
+  command -v go >/dev/null || { echo "bench/http/run.sh: vegeta is missing and so is go to install it" >&2; exit 1; }
+  echo "-- go install vegeta into $CARGO_TARGET_DIR/tools/bin"
+  GOBIN="$CARGO_TARGET_DIR/tools/bin" go install github.com/tsenart/vegeta/v12@v12.12.0
+fi
+export VEGETA
 (cd "$root" && cargo build -p rl-harness --locked -q)
 cd "$node_dir"
 [ -d node_modules/@napi-rs/cli ] || npm ci --ignore-scripts --no-audit --no-fund --loglevel=error

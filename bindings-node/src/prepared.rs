@@ -1,0 +1,144 @@
+//! Policies prepared once for a middleware, and the one call a request makes with them:
+//! `acquirePolicies` decides (`rl_core::Limiter::acquire_all` with one rule per policy on the
+//! request's key) and hands back the core's response fields and, on a denial, its problem body
+//! (`rl_core::headers::respond`), rendered on the runtime with the decision. The policies and the
+//! header style are converted and checked here once, at setup, not on every request.
+
+use std::sync::Arc;
+
+use napi::bindgen_prelude::*;
+use napi::sys;
+use napi_derive::napi;
+use rl_core::headers::{respond, HeaderStyle, Response};
+use rl_core::unwind::{test_panic, TestPanic};
+use rl_core::{CompositeDecision, Policy, Rule};
+
+use crate::bridge::Outcome;
+use crate::convert::{key_bytes, whole};
+use crate::errors::Factories;
+use crate::limiter::NativeLimiter;
+use crate::policies::{guarded, header_style, policies, to_js, MakeError, NativePolicy};
+
+/// A policy string or a list of policies, with a header style: what a middleware limits by.
+#[napi]
+pub struct NativePolicies {
+    policies: Arc<[Policy]>,
+    style: HeaderStyle,
+}
+
+#[napi]
+impl NativePolicies {
+    /// `policies`: a policy string (`"burst: 100/s; 5000/h"`) or `parsePolicies`' objects;
+    /// `style`: `ietf`, `legacy`, `both` or `none`.
+    #[napi(
+        constructor,
+        catch_unwind,
+        ts_args_type = "policies: string | NativePolicy[], style: string, makeError: (code: string, message: string, argument: string | null, details: number[]) => Error"
+    )]
+    pub fn new(
+        env: Env,
+        policies_arg: Either<String, Vec<NativePolicy>>,
+        style: String,
+        make_error: MakeError<'_>,
+    ) -> Result<Self> {
+        guarded(&env, &make_error, || {
+            let list = match policies_arg {
+                Either::A(text) => Policy::parse_many(&text).map_err(|e| match e {
+                    rl_core::Error::InvalidArgument { message, .. } => {
+                        rl_core::Error::InvalidArgument {
+                            name: "policies",
+                            message,
+                        }
+                    }
+                    e => e,
+                })?,
+                Either::B(list) => policies(list)?,
+            };
+            Ok(NativePolicies {
+                policies: list.into(),
+                style: header_style(&style)?,
+            })
+        })
+    }
+
+    /// The policies, as `parsePolicies` returns them.
+    #[napi(getter, catch_unwind)]
+    pub fn list(&self) -> Vec<NativePolicy> {
+        self.policies.iter().map(to_js).collect()
+    }
+
+    #[napi(getter, catch_unwind)]
+    pub fn style(&self) -> &'static str {
+        self.style.as_str()
+    }
+}
+
+#[napi]
+impl NativeLimiter {
+    /// One rule per policy of `policies` on `key`, each taking `cost`, decided at once; resolves
+    /// to `{ decision, headers, body }`: `headers` flat (`[name, value, name, value...]`), `body`
+    /// the problem body on a denial, else undefined.
+    #[napi(
+        catch_unwind,
+        ts_return_type = "Promise<{ decision: object, headers: string[], body?: string }>"
+    )]
+    pub fn acquire_policies(
+        &self,
+        env: Env,
+        policies: &NativePolicies,
+        key: Either<String, BufferSlice>,
+        cost: f64,
+        group: Option<Either<String, BufferSlice>>,
+    ) -> Result<Unknown<'static>> {
+        self.factories().guard(&env, || {
+            let key = key_bytes(key);
+            test_panic(TestPanic::Caller, &key);
+            let cost = whole("cost", cost);
+            let (list, style) = (policies.policies.clone(), policies.style);
+            let group = group.map(key_bytes);
+            self.run(&env, move |core| async move {
+                let cost = cost?;
+                let rules: Vec<Rule> = list
+                    .iter()
+                    .map(|p| Rule::from_policy(p, key.as_slice(), cost))
+                    .collect();
+                let r = core.acquire_all(&rules, group.as_deref()).await;
+                test_panic(TestPanic::Future, &key);
+                let c = r?;
+                let response = respond(&list, &c, style).ok_or_else(|| {
+                    rl_core::Error::InvalidArgument {
+                        name: "policies",
+                        message: "internal: the decision does not have one rule per policy (please report this)".into(),
+                    }
+                })?;
+                Ok(Outcome::Responded(c, response))
+            })
+        })
+    }
+}
+
+impl Factories {
+    /// `{ decision, headers, body }` for `acquirePolicies`.
+    pub(crate) fn responded(
+        &self,
+        env: &Env,
+        c: &CompositeDecision,
+        r: &Response,
+    ) -> Result<sys::napi_value> {
+        let mut o = Object::new(env)?;
+        let decision = self.composite(env, c)?;
+        o.set_named_property("decision", unsafe {
+            Unknown::from_raw_unchecked(env.raw(), decision)
+        })?;
+        let mut headers = env.create_array(2 * r.headers.len() as u32)?;
+        for (i, (name, value)) in r.headers.iter().enumerate() {
+            headers.set(2 * i as u32, *name)?;
+            headers.set(2 * i as u32 + 1, value.as_str())?;
+        }
+        o.set_named_property("headers", headers)?;
+        if let Some(body) = &r.body {
+            o.set_named_property("body", body.as_str())?;
+        }
+        Ok(o.raw())
+    }
+}

@@ -1,0 +1,79 @@
+// preparePolicies and acquirePolicies: the middleware's one call per request. The decision must
+// be acquireAll's, and the headers and body exactly what renderHeaders and problemBody give for
+// it (one renderer, the core's); bad input is refused naming the argument the caller wrote.
+import assert from 'node:assert/strict'
+import { describe, test } from 'node:test'
+
+import { InvalidArgumentError, InvalidArgumentTypeError, Limiter, LimiterClosedError, parsePolicies, preparePolicies, problemBody, renderHeaders } from 'rl-limiter'
+import { REDIS_URL, uniqueKey } from './helpers.mjs'
+
+const pairs = (flat) => flat.reduce((out, v, i) => (i % 2 ? out[out.length - 1].push(v) : out.push([v]), out), [])
+
+for (const backend of ['redis', 'memory']) {
+  const url = backend === 'redis' ? REDIS_URL : undefined
+  describe(`acquirePolicies (${backend})`, () => {
+    test('decides like acquireAll and renders what renderHeaders and problemBody render', async () => {
+      const limiter = new Limiter(url)
+      const text = 'burst: 2/10s; daily: 100/d'
+      const prepared = preparePolicies(text, 'both')
+      assert.deepEqual(prepared.list, parsePolicies(text))
+      assert.equal(prepared.style, 'both')
+      const key = uniqueKey('prepared')
+      const first = await limiter.acquirePolicies(prepared, key, { cost: 2 })
+      assert.equal(first.decision.allowed, true)
+      assert.deepEqual(first.decision.decisions.map((d) => d.used), [2, 2])
+      assert.deepEqual(pairs(first.headers), renderHeaders(prepared.list, first.decision, 'both'))
+      assert.equal(first.body, undefined)
+      const denied = await limiter.acquirePolicies(prepared, key)
+      assert.equal(denied.decision.allowed, false)
+      assert.deepEqual(denied.decision.decisions.map((d) => d.allowed), [false, true])
+      assert.deepEqual(pairs(denied.headers), renderHeaders(prepared.list, denied.decision, 'both'))
+      assert.equal(pairs(denied.headers).at(-1)[0], 'Retry-After')
+      assert.equal(denied.body, problemBody(prepared.list, denied.decision))
+      assert.deepEqual(JSON.parse(denied.body)['violated-policies'], ['burst'])
+      // The same key through acquireAll sees the same window.
+      const rules = prepared.list.map((p) => ({ key, limit: p.limit, windowMs: p.windowMs }))
+      assert.equal((await limiter.acquireAll(rules)).decisions[1].used, 2)
+      await limiter.close()
+    })
+
+    test('a group and policies given as objects', async () => {
+      const limiter = new Limiter(url)
+      const prepared = preparePolicies([{ name: 'one', limit: 1, windowMs: 60_000 }])
+      const group = uniqueKey('prepared-group')
+      assert.equal((await limiter.acquirePolicies(prepared, 'k', { group })).decision.allowed, true)
+      const again = await limiter.acquirePolicies(prepared, 'k', { group })
+      assert.equal(again.decision.allowed, false)
+      assert.deepEqual(pairs(again.headers).map(([n]) => n), ['RateLimit-Policy', 'RateLimit', 'Retry-After'])
+      assert.equal((await limiter.acquirePolicies(prepared, 'k', { group: uniqueKey('other') })).decision.allowed, true)
+      await limiter.close()
+    })
+  })
+}
+
+describe('preparePolicies and acquirePolicies refuse bad input naming it', () => {
+  const refused = (fn, type, argument, re) => assert.throws(fn, (e) => e instanceof type && e.argument === argument && re.test(e.message), `${argument} ${re}`)
+  test('preparePolicies', () => {
+    refused(() => preparePolicies('10/fortnight'), InvalidArgumentError, 'policies', /fortnight/)
+    refused(() => preparePolicies('a: 1/s; a: 2/m'), InvalidArgumentError, 'policies', /twice/)
+    refused(() => preparePolicies(42), InvalidArgumentTypeError, 'policies', /policy string or an array/)
+    refused(() => preparePolicies([{ name: 'x', limit: -1, windowMs: 1000 }]), InvalidArgumentError, 'policies', /policy 0's limit is -1/)
+    refused(() => preparePolicies([{ name: 'x', limit: 1 }]), InvalidArgumentTypeError, 'policies', /windowMs/)
+    refused(() => preparePolicies('1/s', 'draft'), InvalidArgumentError, 'style', /"draft"; must be one of ietf, legacy, both, none/)
+    refused(() => preparePolicies('1/s', 7), InvalidArgumentTypeError, 'style', /string/)
+  })
+
+  test('acquirePolicies', async () => {
+    const limiter = new Limiter()
+    const prepared = preparePolicies('5/s')
+    const rejected = (p, type, argument, re) => assert.rejects(p, (e) => e instanceof type && e.argument === argument && re.test(e.message))
+    await rejected(limiter.acquirePolicies(parsePolicies('5/s'), 'k'), InvalidArgumentTypeError, 'policies', /preparePolicies/)
+    await rejected(limiter.acquirePolicies('5/s', 'k'), InvalidArgumentTypeError, 'policies', /preparePolicies/)
+    await rejected(limiter.acquirePolicies(prepared, 42), InvalidArgumentTypeError, 'key', /string/)
+    await rejected(limiter.acquirePolicies(prepared, 'k', { cost: 1.5 }), InvalidArgumentError, 'options.cost', /1\.5/)
+    await rejected(limiter.acquirePolicies(prepared, 'k', { cost: 'x' }), InvalidArgumentTypeError, 'options.cost', /number/)
+    await rejected(limiter.acquirePolicies(prepared, 'k', { group: 3 }), InvalidArgumentTypeError, 'options.group', /string/)
+    await limiter.close()
+    await assert.rejects(limiter.acquirePolicies(prepared, 'k'), (e) => e instanceof LimiterClosedError)
+  })
+})
