@@ -177,12 +177,26 @@ impl Limiter {
     ///   this instance's unused leased permits as used). With the local fallback on, admissions
     ///   are recorded like any other, and while Redis is unhealthy the call is decided locally,
     ///   honouring every rule (each within this instance's share of its limit), all or nothing.
+    /// - One rule without a group is [`Limiter::acquire`] itself (the same key, the same
+    ///   decision), so it has what that path has: the denial cache, coalescing with concurrent
+    ///   calls on the key, and leases when they are on. A middleware with one policy pays no
+    ///   Redis call for a denial the cache can answer.
     pub async fn acquire_all(
         &self,
         rules: &[Rule],
         group: Option<&[u8]>,
     ) -> Result<CompositeDecision> {
         let plan = composite::plan(rules, group, self.shards())?;
+        if let ([r], None) = (rules, group) {
+            let d = self.acquire(&r.key, r.limit, r.window_ms, r.cost).await?;
+            return Ok(CompositeDecision {
+                allowed: d.allowed,
+                retry_after_ms: d.retry_after_ms,
+                mode: d.mode,
+                now_ms: d.now_ms,
+                decisions: vec![d],
+            });
+        }
         let (verdicts, mode, caps) = match &self.inner.backend {
             Backend::Redis(r) => {
                 let names: Vec<Vec<u8>> =

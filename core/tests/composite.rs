@@ -699,3 +699,39 @@ fn composite_calls_count_live_leases_as_used() {
         "composite calls took no lease"
     );
 }
+
+/// One rule without a group is `acquire` itself: the same decisions on the same key, and a
+/// repeated denial is answered by the denial cache (no script call), as for `acquire`.
+#[test]
+fn one_rule_is_acquire_with_its_denial_cache() {
+    let server = server();
+    let l = blocking_with(
+        &server,
+        Options {
+            denial_cache: true,
+            ..strict()
+        },
+    );
+    let one = [rule("solo", 3, 60_000, 1)];
+    for i in 1..=3 {
+        let d = l.acquire_all(&one, None).unwrap();
+        assert!(d.allowed && d.decisions[0].used == i, "{d:?}");
+    }
+    let calls_before = fcalls(&server);
+    let first = l.acquire_all(&one, None).unwrap();
+    assert!(!first.allowed && first.retry_after_ms > 0, "{first:?}");
+    let cached_before = l.stats().denials_cached;
+    for _ in 0..5 {
+        let d = l.acquire_all(&one, None).unwrap();
+        assert!(!d.allowed && d.decisions[0].used == 3, "{d:?}");
+    }
+    assert_eq!(l.stats().denials_cached, cached_before + 5);
+    assert_eq!(
+        fcalls(&server),
+        calls_before + 1,
+        "only the first denial reached Redis"
+    );
+    // The same window as a plain acquire on the key, seen by a limiter without a cache.
+    let fresh = blocking_with(&server, strict());
+    assert_eq!(fresh.peek("solo", 3, 60_000).unwrap().used, 3);
+}
