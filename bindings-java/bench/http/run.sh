@@ -20,7 +20,8 @@
 #   bash bindings-java/bench/http/run.sh            (env: SECONDS_PER_RUN=10 CONNS=32 LIMIT=500 WINDOW_MS=1000 MODES="none rl redis" RATE=LIMIT/2 per s)
 #
 # Builds and installs dev.rl:rl-java (release native library) and dev.rl:rl-spring-cloud-gateway
-# first; installs vegeta into $CARGO_TARGET_DIR/tools/bin (Go module proxy) if it is missing.
+# first, and loads the release library from the cargo target dir (rl.native.path), whatever jar a
+# concurrent build may have put in ~/.m2 since; installs vegeta into $CARGO_TARGET_DIR/tools/bin (Go module proxy) if it is missing.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../../.." && pwd)"
 cd "$root"
@@ -71,7 +72,7 @@ declare -A mp99
 for mode in $modes; do
   port="$(free_port)"
   log="$(mktemp)"
-  java -Xms512m -Xmx512m -Dsun.net.httpserver.nodelay=true -cp "$cp" dev.rl.bench.http.BenchGateway \
+  java -Xms512m -Xmx512m -Dsun.net.httpserver.nodelay=true -Drl.native.path="$target/release/librl_java.so" -cp "$cp" dev.rl.bench.http.BenchGateway \
     --server.port="$port" --server.address=127.0.0.1 --bench.mode="$mode" --bench.limit="$limit" \
     --bench.window-ms="$window" --rl.url="$RL_TEST_REDIS_URL" \
     "--rl.routes.bench.policies=$limit per ${window}ms" \
