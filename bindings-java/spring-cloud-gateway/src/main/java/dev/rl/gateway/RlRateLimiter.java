@@ -99,7 +99,7 @@ public class RlRateLimiter extends AbstractRateLimiter<RlRateLimiter.Config> {
         } catch (RuntimeException e) {
             return Mono.error(e);
         }
-        return Mono.deferContextual(ctx -> Mono.fromFuture(limiter.acquireAllAsync(rules, null))
+        return Mono.deferContextual(ctx -> EventLoopCompletion.onCallersLoop(limiter.acquireAllAsync(rules, null))
                 .map(d -> {
                     Map<String, String> headers = new LinkedHashMap<>();
                     for (Map.Entry<String, String> h : RateLimitHeaders.render(route.policies, d, properties.getHeaderStyle())) {
