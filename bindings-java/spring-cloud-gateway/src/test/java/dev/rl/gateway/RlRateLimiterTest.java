@@ -1,5 +1,6 @@
 package dev.rl.gateway;
 
+import dev.rl.testing.StructuredFields;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;

@@ -1,4 +1,4 @@
-package dev.rl.gateway;
+package dev.rl.testing;
 
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -10,13 +10,14 @@ import java.util.Map;
  * written for these tests from the RFC's algorithms, independent of rl's renderer: no Java
  * Structured Fields library is on Maven Central here (org.greenbytes.http:sfv did not resolve).
  * Inner lists, byte sequences, dates and display strings are refused (rl never sends them).
+ * Shared by the servlet and gateway test suites (each pom adds this directory as a test source).
  */
-final class StructuredFields {
+public final class StructuredFields {
     /** One list member: its bare item and its parameters, in order. */
-    record Item(Object value, Map<String, Object> params) {}
+    public record Item(Object value, Map<String, Object> params) {}
 
     /** A token, as opposed to a string. */
-    record Token(String text) {}
+    public record Token(String text) {}
 
     private final String s;
     private int i;
@@ -25,7 +26,7 @@ final class StructuredFields {
         this.s = s;
     }
 
-    static List<Item> parseList(String field) {
+    public static List<Item> parseList(String field) {
         StructuredFields p = new StructuredFields(field);
         p.skip(' ');
         List<Item> out = new ArrayList<>();
