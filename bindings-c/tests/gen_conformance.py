@@ -73,7 +73,7 @@ def main():
     for tag in table["needs"]:
         if tag not in NEEDS:
             die(f"unknown need {tag}")
-    rows, setters, skipped = [], [], {}
+    rows, setters, skipped, rule_arrays = [], [], {}, []
     for row in table["rows"]:
         if set(row) - FIELDS:
             die(f"{row['id']}: unknown fields {set(row) - FIELDS}")
@@ -115,15 +115,35 @@ def main():
             if v[0] == "null":
                 return "{NULL, 0, 0, 1}"
             return f"{{{c_bytes(v[1])}, {len(v[1])}, {v[2]}, 0}}"
+        # acquire_all: the rules (absent fields: acquire's defaults) as a static array, the group.
+        rules_ref, n_rules, group = "NULL", 0, ("null",)
+        if row["call"] == "acquire_all":
+            crules = []
+            for r in a.get("rules", [{}]):
+                f = dict(table["calls"]["acquire"]["defaults"])
+                f.update(r)
+                if set(f) - {"key", "limit", "window_ms", "cost"}:
+                    die(f"{row['id']}: rule fields {set(f)}")
+                n = {p: value(f[p]) if p in f else ("int", 1) for p in ("limit", "window_ms", "cost")}
+                if any(v[0] != "int" or not 0 <= v[1] < 2**64 for v in n.values()):
+                    die(f"{row['id']}: rule {r}")
+                crules.append(f"{{{blob(value(f['key']))}, {n['limit'][1]}ull, {n['window_ms'][1]}ull, {n['cost'][1]}ull}}")
+            # C has no empty array: an empty rule list still holds one (unused) entry.
+            body_rules = ", ".join(crules) or "{{NULL, 0, 0, 1}, 0, 0, 0}"
+            rule_arrays.append(f"static const struct conf_rule CONF_RULES_{idx}[] = {{{body_rules}}};")
+            rules_ref, n_rules = f"CONF_RULES_{idx}", len(crules)
+            group = value(a["group"]) if "group" in a else ("null",)
         rows.append(
             "    {" + ", ".join([
                 c_str(row["id"]), c_str(row["call"]), str(int("url" in a)), blob(url), blob(key),
                 f"{nums['limit']}ull", f"{nums['window_ms']}ull", f"{nums['cost']}ull", str(int("cost" in a)),
                 str(int(row["error"] == "invalid_type")), c_str(row["argument"]), c_str(row.get("shows")),
                 c_str(row.get("message_lacks")), c_str(", ".join(missing) or None),
+                rules_ref, str(n_rules), blob(group), str(int(row["call"] == "acquire_all" and "options" in a)),
             ]) + "},")
     out = ["/* Generated from tests/conformance/invalid.json by bindings-c/tests/gen_conformance.py: do not edit. */",
            f"#define CONF_TABLE_ROWS {len(table['rows'])}",
+           *rule_arrays,
            "static const struct conf_row CONF_ROWS[] = {", *rows, "};",
            "static const struct conf_skip CONF_SKIPPED[] = {",
            *[f"    {{{c_str(w)}, {n}}}," for w, n in sorted(skipped.items())], "    {NULL, 0},", "};",

@@ -34,6 +34,18 @@ const camel = (name) => name.replace(/_(.)/g, (_, c) => c.toUpperCase())
 /** The argument as a JavaScript caller wrote it. */
 const spelled = (name) => (['key', 'url', 'options', 'policy'].includes(name) ? name : `options.${camel(name)}`)
 
+/** The argument of a composite (acquireAll) row, as its caller wrote it. */
+const COMPOSITE_NAMES = {
+  rules: 'rules',
+  key: 'rules[].key',
+  limit: 'rules[].limit',
+  window_ms: 'rules[].windowMs',
+  cost: 'rules[].cost',
+  group: 'options.group',
+}
+const spelledFor = (row) =>
+  row.call === 'acquire_all' && row.argument in COMPOSITE_NAMES ? COMPOSITE_NAMES[row.argument] : spelled(row.argument)
+
 /** A table value as the JavaScript value it stands for. */
 function value(v) {
   if (Array.isArray(v)) return v.map(value)
@@ -80,7 +92,7 @@ function check(row, err) {
   assert.ok(err instanceof InvalidArgumentError)
   assert.equal(err instanceof TypeError, row.error === 'invalid_type', `${err?.name}: ${err?.message}`)
   assert.equal(err.code, 'ERR_RL_INVALID_ARGUMENT')
-  assert.equal(err.argument, spelled(row.argument), err.message)
+  assert.equal(err.argument, spelledFor(row), err.message)
   if (row.shows !== undefined) {
     if (/^-?\d+$/.test(row.shows)) {
       // A number, however the host prints it (2^70 is 1.1805916207174113e+21 in JavaScript,
@@ -105,6 +117,15 @@ function callArgs(row) {
   const options = {}
   for (const p of TABLE.calls[row.call].params) if (p !== 'key' && p in a) options[camel(p)] = value(a[p])
   return [key, options]
+}
+
+/** acquireAll's arguments for a composite row: rules (absent fields: acquire's defaults) and options. */
+function compositeArgs(row) {
+  const rules = (row.args.rules ?? [{}]).map((r) => {
+    const f = { ...TABLE.calls.acquire.defaults, ...r }
+    return Object.fromEntries(Object.entries(f).map(([k, v]) => [camel(k), value(v)]))
+  })
+  return 'group' in row.args ? [rules, { group: value(row.args.group) }] : [rules]
 }
 
 const expressible = []
@@ -150,6 +171,22 @@ describe('the conformance table', () => {
       }
       if (row.call === 'parse_policies') {
         assert.throws(() => parsePolicies(value(row.args.text)), (e) => check(row, e))
+        return
+      }
+      if (row.call === 'acquire_all') {
+        const args = compositeArgs(row)
+        if (row.args.options !== undefined) {
+          // Options rows run on Redis only (tests/conformance/README.md).
+          const options = Object.fromEntries(Object.entries(row.args.options).map(([k, v]) => [camel(k), value(v)]))
+          const limiter = new Limiter(redis.url, options)
+          try {
+            await assert.rejects(limiter.acquireAll(...args), (e) => check(row, e))
+          } finally {
+            await limiter.close()
+          }
+          return
+        }
+        for (const limiter of [onRedis, memory]) await assert.rejects(limiter.acquireAll(...args), (e) => check(row, e))
         return
       }
       const args = callArgs(row)

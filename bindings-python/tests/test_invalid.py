@@ -61,7 +61,7 @@ def value(v: Any) -> Any:
 
 def skip_reason(row: Dict[str, Any]) -> Optional[str]:
     assert set(row) <= FIELDS, f"{row['id']}: unknown fields {set(row) - FIELDS}"
-    assert row["call"] in ("open", "acquire", "peek", "reset", "parse_policies"), row["call"]
+    assert row["call"] in ("open", "acquire", "peek", "reset", "parse_policies", "acquire_all"), row["call"]
     assert row["error"] in ("invalid_argument", "invalid_type"), row["error"]
     for tag in row.get("needs", []):
         assert tag in NEEDS, f"{row['id']}: unknown need {tag!r}"
@@ -78,6 +78,18 @@ def call_args(row: Dict[str, Any]) -> List[Any]:
     a = dict(TABLE["calls"][row["call"]]["defaults"])
     a.update(row["args"])
     return [value(a[p]) for p in TABLE["calls"][row["call"]]["params"] if p in a]
+
+
+def composite_args(row: Dict[str, Any]) -> Tuple[List[rl.Rule], Dict[str, Any]]:
+    """An acquire_all row's rules (absent fields: acquire's defaults) and keyword arguments."""
+    defaults = TABLE["calls"]["acquire"]["defaults"]
+    rules = []
+    for r in row["args"].get("rules", [{}]):
+        f = {**defaults, **r}
+        assert set(f) <= {"key", "limit", "window_ms", "cost"}, f
+        rules.append(rl.Rule(**{k: value(v) for k, v in f.items()}))
+    kw = {"group": value(row["args"]["group"])} if "group" in row["args"] else {}
+    return rules, kw
 
 
 def check(row: Dict[str, Any], e: BaseException) -> None:
@@ -123,7 +135,7 @@ def test_the_table_has_rows_for_python() -> None:
 
 
 @pytest.mark.parametrize("row", EXPRESSIBLE, ids=[r["id"] for r in EXPRESSIBLE])
-def test_row(row: Dict[str, Any], limiters: Tuple[rl.Limiter, rl.Limiter, rl.AsyncLimiter]) -> None:
+def test_row(row: Dict[str, Any], private: Any, limiters: Tuple[rl.Limiter, rl.Limiter, rl.AsyncLimiter]) -> None:
     on_redis, memory, on_redis_async = limiters
     if row["call"] == "open":
         args = row["args"]
@@ -131,6 +143,30 @@ def test_row(row: Dict[str, Any], limiters: Tuple[rl.Limiter, rl.Limiter, rl.Asy
         options = {k: value(v) for k, v in args.get("options", {}).items()}
         check(row, raised(lambda: rl.Limiter(*url, **options)))
         check(row, raised(lambda: rl.AsyncLimiter(*url, **options)))
+        return
+    if row["call"] == "acquire_all":
+        rules, kw = composite_args(row)
+        options = {k: value(v) for k, v in row["args"].get("options", {}).items()}
+        if options:
+            # Options rows run on Redis only (tests/conformance/README.md).
+            sync, aio = rl.Limiter(private.url, **options), rl.AsyncLimiter(private.url, **options)
+            targets: List[Any] = [sync]
+        else:
+            sync, aio, targets = None, on_redis_async, [on_redis, memory]
+        try:
+            for lim in targets:
+                check(row, raised(lambda: lim.acquire_all(rules, **kw)))
+
+            async def composite() -> BaseException:
+                with pytest.raises(Exception) as info:
+                    await aio.acquire_all(rules, **kw)
+                return info.value
+
+            check(row, asyncio.run(composite()))
+        finally:
+            if sync is not None:
+                sync.close()
+                aio.close()
         return
     a = call_args(row)
     if row["call"] == "parse_policies":

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use common::*;
 use rl_core::options::Value;
-use rl_core::{blocking, Error, ErrorKind, Limiter, Options};
+use rl_core::{blocking, Error, ErrorKind, Limiter, Options, Rule};
 use serde_json::{Map, Value as Json};
 
 const TABLE: &str = include_str!("../../tests/conformance/invalid.json");
@@ -167,6 +167,7 @@ fn implied(param: &str, v: &V, needs: &mut BTreeSet<&'static str>) {
     }
 }
 
+#[derive(Clone)]
 struct Row {
     id: String,
     call: String,
@@ -257,7 +258,18 @@ fn the_table_is_well_formed() {
                 r.id,
                 r.call
             );
-            if p == "options" {
+            if p == "rules" {
+                for rule in v.as_array().expect("rules is a list of rule objects") {
+                    for (f, v) in rule.as_object().expect("a rule is an object") {
+                        assert!(
+                            ["key", "limit", "window_ms", "cost"].contains(&f.as_str()),
+                            "{}: {f} is no field of a rule",
+                            r.id
+                        );
+                        implied(f, &decode(v), &mut want);
+                    }
+                }
+            } else if p == "options" {
                 for (name, v) in v.as_object().expect("options is an object") {
                     let v = decode(v);
                     if matches!(v, V::Int(0)) {
@@ -362,7 +374,48 @@ fn policies_row(r: &Row) -> Error {
     }
 }
 
+/// A composite row's rules and group (`tests/conformance/README.md`, *Composite rows*).
+fn composite_args(doc: &Json, r: &Row) -> (Vec<Rule>, Option<Vec<u8>>) {
+    let defaults = doc["calls"]["acquire"]["defaults"].as_object().unwrap();
+    let absent = Json::Array(vec![Json::Object(Map::new())]);
+    let rules = r.args.get("rules").unwrap_or(&absent);
+    let rules = rules
+        .as_array()
+        .expect("rules")
+        .iter()
+        .map(|rule| {
+            let mut a = defaults.clone();
+            a.extend(rule.as_object().expect("rule").clone());
+            let mut row = Row {
+                args: a,
+                ..r.clone()
+            };
+            row.call = "acquire".into();
+            let (key, limit, window, cost) = call_args(doc, &row);
+            Rule::new(key, limit, window, cost)
+        })
+        .collect();
+    let group = r.args.get("group").map(|g| match decode(g) {
+        V::Text(s) => s.into_bytes(),
+        V::Bytes(b) => b,
+        other => panic!("{}: group {other:?}", r.id),
+    });
+    (rules, group)
+}
+
+/// The options a composite row opens its limiter with (on Redis only), if any.
+fn row_options(r: &Row) -> Option<Options> {
+    let o = r.args.get("options")?.as_object().expect("options");
+    let mut pairs: Vec<(String, Value)> = vec![("local_fallback".into(), Value::Bool(false))];
+    pairs.extend(o.iter().map(|(k, v)| (k.clone(), option_value(&decode(v)))));
+    Some(Options::from_pairs(pairs).expect("a composite row's options are valid"))
+}
+
 fn call_row(doc: &Json, l: &blocking::Limiter, r: &Row) -> Error {
+    if r.call == "acquire_all" {
+        let (rules, group) = composite_args(doc, r);
+        return l.acquire_all(&rules, group.as_deref()).expect_err(&r.id);
+    }
     let (key, limit, window, cost) = call_args(doc, r);
     let result = match r.call.as_str() {
         "acquire" => l.acquire(&key, limit, window, cost),
@@ -409,6 +462,9 @@ fn every_expressible_row_fails_as_the_table_says_before_any_io() {
             check(r, open_row(r), "open");
         } else if r.call == "parse_policies" {
             check(r, policies_row(r), "parse_policies");
+        } else if let Some(options) = row_options(r) {
+            let l = blocking_with(&server, options);
+            check(r, call_row(&doc, &l, r), "redis, the row's options");
         } else {
             for (name, l) in [
                 ("memory", &memory),

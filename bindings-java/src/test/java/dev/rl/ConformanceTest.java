@@ -111,7 +111,7 @@ class ConformanceTest {
     @SuppressWarnings("unchecked")
     private static String skipReason(Map<String, Object> row) {
         for (String k : row.keySet()) assertTrue(FIELDS.contains(k), row.get("id") + ": unknown field " + k);
-        assertTrue(List.of("open", "acquire", "peek", "reset", "parse_policies").contains(row.get("call")), "call " + row.get("call"));
+        assertTrue(List.of("open", "acquire", "peek", "reset", "parse_policies", "acquire_all").contains(row.get("call")), "call " + row.get("call"));
         assertTrue(List.of("invalid_argument", "invalid_type").contains(row.get("error")), "error " + row.get("error"));
         for (Object tag : (List<Object>) row.getOrDefault("needs", List.of())) {
             assertTrue(NEEDS.containsKey(tag), row.get("id") + ": unknown need " + tag);
@@ -173,6 +173,9 @@ class ConformanceTest {
             return List.of(DynamicTest.dynamicTest(id, () ->
                     check(row, () -> Policy.parseAll((String) value(args.get("text"))), "Policy.parseAll")));
         }
+        if (call.equals("acquire_all")) {
+            return List.of(DynamicTest.dynamicTest(id, () -> compositeRow(doc, row, args, limiters)));
+        }
         Map<String, Object> a = new LinkedHashMap<>(
                 (Map<String, Object>) ((Map<String, Object>) ((Map<String, Object>) doc.get("calls")).get(call)).get("defaults"));
         a.putAll(args);
@@ -225,6 +228,40 @@ class ConformanceTest {
                 }
             }
         }));
+    }
+
+    /**
+     * An acquire_all row (README, "Composite rows") through acquireAll and acquireAllAsync: on every
+     * limiter, or with the row's options on a limiter opened with them on Redis only.
+     */
+    @SuppressWarnings("unchecked")
+    private static void compositeRow(Map<String, Object> doc, Map<String, Object> row, Map<String, Object> args,
+            RateLimiter[] limiters) throws Throwable {
+        Map<String, Object> defaults = (Map<String, Object>)
+                ((Map<String, Object>) ((Map<String, Object>) doc.get("calls")).get("acquire")).get("defaults");
+        List<Rule> rules = new ArrayList<>();
+        for (Object o : (List<Object>) args.getOrDefault("rules", List.of(Map.of()))) {
+            Map<String, Object> f = new LinkedHashMap<>(defaults);
+            f.putAll((Map<String, Object>) o);
+            for (String k : f.keySet()) assertTrue(List.of("key", "limit", "window_ms", "cost").contains(k), "rule field " + k);
+            rules.add(new Rule((String) value(f.get("key")), (Long) value(f.get("limit")), (Long) value(f.get("window_ms")),
+                    f.containsKey("cost") ? (Long) value(f.get("cost")) : 1));
+        }
+        String group = args.containsKey("group") ? (String) value(args.get("group")) : null;
+        Map<String, Object> options = (Map<String, Object>) args.get("options");
+        if (options != null) {
+            RateLimiter.Builder b = RateLimiter.builder(TestSupport.redisUrl()).localFallback(false);
+            for (Map.Entry<String, Object> o : options.entrySet()) set(b, o.getKey(), value(o.getValue()));
+            limiters = new RateLimiter[] {b.build()};
+        }
+        try {
+            for (RateLimiter l : limiters) {
+                check(row, () -> l.acquireAll(rules, group), "acquireAll " + l.backend());
+                check(row, () -> l.acquireAllAsync(rules, group), "acquireAllAsync " + l.backend());
+            }
+        } finally {
+            if (options != null) limiters[0].close();
+        }
     }
 
     /** Every command a decision or a reset sends: FCALL (Functions), EVALSHA/EVAL, DEL. */
