@@ -666,6 +666,28 @@ enum rl_status rl_acquire_all(const struct rl_limiter *limiter,
                               struct rl_error **err);
 
 /**
+ * Forgets everything admitted on `key` inside `group` (the window `rl_acquire_all` keeps for
+ * `key` when called with that group); without a group (NULL and 0), `rl_reset`. The same key
+ * ungrouped or in another group is untouched: each is a window of its own.
+ *
+ * `limiter` and `key` must not be NULL; `key`/`key_len` as for `rl_acquire`; `group`/`group_len`
+ * as for `rl_acquire_all`; `err` as for `rl_limiter_open`. Refused with `RL_INVALID_ARGUMENT`
+ * naming "key" or "group" before any I/O. Blocks at most the request timeout. Returns `RL_OK`,
+ * `RL_INVALID_ARGUMENT`, `RL_BACKEND_UNAVAILABLE`, `RL_BACKEND_ERROR` or `RL_PANIC`.
+ * Thread-safe.
+ *
+ * # Safety
+ * `limiter` is NULL or live; `key` is NULL or points to `key_len` readable bytes; `group` is NULL
+ * or points to `group_len` readable bytes; `err` is NULL or writable.
+ */
+enum rl_status rl_reset_in_group(const struct rl_limiter *limiter,
+                                 const uint8_t *key,
+                                 size_t key_len,
+                                 const uint8_t *group,
+                                 size_t group_len,
+                                 struct rl_error **err);
+
+/**
  * The status code stored in `err`; `RL_OK` for NULL. Thread-safe.
  *
  * # Safety

@@ -241,6 +241,38 @@ pub unsafe extern "C" fn rl_acquire_all(
     })
 }
 
+/// Forgets everything admitted on `key` inside `group` (the window `rl_acquire_all` keeps for
+/// `key` when called with that group); without a group (NULL and 0), `rl_reset`. The same key
+/// ungrouped or in another group is untouched: each is a window of its own.
+///
+/// `limiter` and `key` must not be NULL; `key`/`key_len` as for `rl_acquire`; `group`/`group_len`
+/// as for `rl_acquire_all`; `err` as for `rl_limiter_open`. Refused with `RL_INVALID_ARGUMENT`
+/// naming "key" or "group" before any I/O. Blocks at most the request timeout. Returns `RL_OK`,
+/// `RL_INVALID_ARGUMENT`, `RL_BACKEND_UNAVAILABLE`, `RL_BACKEND_ERROR` or `RL_PANIC`.
+/// Thread-safe.
+///
+/// # Safety
+/// `limiter` is NULL or live; `key` is NULL or points to `key_len` readable bytes; `group` is NULL
+/// or points to `group_len` readable bytes; `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn rl_reset_in_group(
+    limiter: *const rl_limiter,
+    key: *const u8,
+    key_len: usize,
+    group: *const u8,
+    group_len: usize,
+    err: *mut *mut rl_error,
+) -> rl_status {
+    boundary("rl_reset_in_group", err, || {
+        // SAFETY (every block below): forwarded from the caller's promises above.
+        let l = unsafe { limiter_ref(limiter) }?;
+        let key = unsafe { key_bytes(key, key_len) }?;
+        let group = unsafe { read_group(group, group_len) }?;
+        l.reset_in_group(key, group)?;
+        Ok(())
+    })
+}
+
 /// The core's composite decision back from a caller's `rl_composite` (for headers and problem
 /// bodies). Read field by field, booleans as bytes and modes as integers, so a struct a caller
 /// filled in by hand is never undefined behaviour here.

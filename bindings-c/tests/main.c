@@ -145,6 +145,7 @@ static const struct test TESTS[] = {
     {"composite_burst_and_daily", test_composite_burst_and_daily, 0},
     {"composite_grouped_keys", test_composite_grouped_keys, 0},
     {"composite_invalid_input", test_composite_invalid_input, 0},
+    {"composite_reset_in_group", test_composite_reset_in_group, 0},
     {"policies_parse", test_policies_parse, 0},
     {"headers_known_state", test_headers_known_state, 0},
     {"headers_for_calls", test_headers_for_calls, 0},

@@ -82,6 +82,7 @@ void test_composite_all_or_nothing(void);
 void test_composite_burst_and_daily(void);
 void test_composite_grouped_keys(void);
 void test_composite_invalid_input(void);
+void test_composite_reset_in_group(void);
 void test_policies_parse(void);
 void test_headers_known_state(void);
 void test_headers_for_calls(void);

@@ -471,3 +471,54 @@ void test_headers_for_calls(void) {
     rl_policies_free(ps);
     rl_limiter_free(l);
 }
+
+/* Whether one more permit fits key's window inside group (limit 1): an rl_acquire_all that takes it
+ * when it does. The only view C has of a grouped window. */
+static int grouped_fits(rl_limiter *l, const char *key, size_t n, const char *group) {
+    rl_rule one[1] = {rule(key, n, 1, LONG_WINDOW, 1)};
+    rl_decision ds[1];
+    rl_composite c = composite_over(ds, 1);
+    rl_error *err = NULL;
+    rl_status st = rl_acquire_all(l, one, 1, (const uint8_t *)group, strlen(group), &c, &err);
+    CHECK(st == RL_OK, "acquire_all in %s: %s", group, rl_error_message(err));
+    rl_error_free(err);
+    return st == RL_OK && c.allowed;
+}
+
+/* rl_reset_in_group clears the key's window in that group only: the ungrouped window and the one
+ * in another group keep what they admitted. */
+void test_composite_reset_in_group(void) {
+    rl_limiter *l = open_or_die();
+    char k[128];
+    size_t nk = unique_key(k, sizeof k, "reset_grp");
+    rl_decision d;
+    rl_error *err = NULL;
+    CHECK(grouped_fits(l, k, nk, "tenant-7") && !grouped_fits(l, k, nk, "tenant-7"), "tenant-7's window is full");
+    CHECK(grouped_fits(l, k, nk, "tenant-8") && !grouped_fits(l, k, nk, "tenant-8"), "tenant-8's window is full");
+    CHECK(rl_acquire(l, (const uint8_t *)k, nk, 1, LONG_WINDOW, 1, &d, NULL) == RL_OK && d.allowed, "ungrouped admits");
+
+    rl_status st = rl_reset_in_group(l, (const uint8_t *)k, nk, (const uint8_t *)"tenant-7", 8, &err);
+    CHECK(st == RL_OK && err == NULL, "reset_in_group: %s", rl_error_message(err));
+    rl_error_free(err);
+    err = NULL;
+    CHECK(grouped_fits(l, k, nk, "tenant-7"), "tenant-7's window was cleared");
+    CHECK(!grouped_fits(l, k, nk, "tenant-8"), "tenant-8's window is untouched");
+    CHECK(used_now(l, k, nk, 1, LONG_WINDOW) == 1, "the ungrouped window is untouched");
+
+    /* Without a group it is rl_reset: the ungrouped window only. */
+    CHECK(rl_reset_in_group(l, (const uint8_t *)k, nk, NULL, 0, NULL) == RL_OK, "reset_in_group without a group");
+    CHECK(used_now(l, k, nk, 1, LONG_WINDOW) == 0, "the ungrouped window was cleared");
+    CHECK(!grouped_fits(l, k, nk, "tenant-7"), "tenant-7's window is untouched by the ungrouped reset");
+
+    st = rl_reset_in_group(l, (const uint8_t *)k, nk, (const uint8_t *)"g", 0, &err);
+    EXPECT_ERROR(st, err, RL_INVALID_ARGUMENT, "invalid argument `group`: is 0 bytes; must be 1 to 1024 (or no group)");
+    st = rl_reset_in_group(l, NULL, 0, (const uint8_t *)"g", 1, &err);
+    CHECK(st == RL_INVALID_ARGUMENT && err && starts_with(rl_error_message(err), "invalid argument `key`"), "NULL key: %s",
+          rl_error_message(err));
+    rl_error_free(err);
+    err = NULL;
+    st = rl_reset_in_group(NULL, (const uint8_t *)k, nk, NULL, 0, &err);
+    CHECK(st == RL_INVALID_ARGUMENT, "NULL limiter: %s", rl_status_name((int)st));
+    rl_error_free(err);
+    rl_limiter_free(l);
+}
