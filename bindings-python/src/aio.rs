@@ -142,6 +142,28 @@ impl AsyncCore {
         })
     }
 
+    fn reset_in_group<'py>(
+        &self,
+        py: Python<'py>,
+        bridge: &Bound<'py, Bridge>,
+        fut: &Bound<'py, PyAny>,
+        key: &Bound<'py, PyAny>,
+        group: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        errors::guard(py, || {
+            let key = convert::key(key)?;
+            let group = composite::group(group)?;
+            let l = self.slot.get(py, WHAT)?.as_async().clone();
+            let key = key.as_bytes().to_vec();
+            test_panic(TestPanic::Caller, &key);
+            bridge.get().start(py, fut, async move {
+                let r = l.reset_in_group(&key, group.as_deref()).await;
+                test_panic(TestPanic::Future, &key);
+                r.map(|_| Outcome::Done)
+            })
+        })
+    }
+
     fn ping<'py>(
         &self,
         py: Python<'py>,
@@ -227,6 +249,22 @@ impl AsyncCore {
             let l = self.slot.get(py, WHAT)?;
             test_panic(TestPanic::Caller, key.as_bytes());
             l.reset(key.as_bytes()).map_err(|e| errors::to_py(py, e))
+        })
+    }
+
+    fn decide_reset_in_group(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        group: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        errors::guard(py, || {
+            let key = convert::key(key)?;
+            let group = composite::group(group)?;
+            let l = self.slot.get(py, WHAT)?;
+            test_panic(TestPanic::Caller, key.as_bytes());
+            l.reset_in_group(key.as_bytes(), group.as_deref())
+                .map_err(|e| errors::to_py(py, e))
         })
     }
 

@@ -143,6 +143,31 @@ impl Limiter {
         })
     }
 
+    /// Forgets everything admitted on `key` inside `group` (the window `acquire_all` keeps for it
+    /// with that group); the same key ungrouped or in another group is untouched. `group` None is
+    /// `reset`.
+    fn reset_in_group(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        group: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        errors::guard(py, || {
+            let key = convert::key(key)?;
+            let group = composite::group(group)?;
+            let l = self.slot.get(py, WHAT)?;
+            let k = key.as_bytes();
+            test_panic(TestPanic::Caller, k);
+            let g = group.as_deref();
+            let r = if self.slot.memory {
+                l.reset_in_group(k, g)
+            } else {
+                lifecycle::detached(py, || l.reset_in_group(k, g))
+            };
+            r.map_err(|e| errors::to_py(py, e))
+        })
+    }
+
     /// Connects if needed and checks that the backend answers (BackendUnavailable otherwise).
     fn ping(&self, py: Python<'_>) -> PyResult<()> {
         errors::guard(py, || {

@@ -166,3 +166,46 @@ def test_render_headers_and_problem_body(key: str) -> None:
     with pytest.raises(rl.InvalidArgumentType) as t:
         rl.problem_body(["burst: 2/s"], denied)  # type: ignore[list-item]
     assert t.value.argument == "policies"
+
+
+def _fits(limiter: rl.Limiter, key: str, group: str) -> bool:
+    """Whether one more permit fits ``key``'s window in ``group`` (limit 1), taking it if so."""
+    return limiter.acquire_all([rl.Rule(key, 1, 60_000)], group).allowed
+
+
+def test_reset_in_group_clears_that_group_only(limiter: rl.Limiter, key: str) -> None:
+    for g in ("tenant-1", "tenant-2"):
+        assert _fits(limiter, key, g) and not _fits(limiter, key, g)
+    assert limiter.acquire(key, 1, 60_000).allowed  # the ungrouped window: full too
+    limiter.reset_in_group(key, "tenant-1")
+    assert _fits(limiter, key, "tenant-1"), "the group's window was cleared"
+    assert not _fits(limiter, key, "tenant-2"), "another group's window is untouched"
+    assert limiter.peek(key, 1, 60_000).used == 1, "the ungrouped window is untouched"
+    limiter.reset_in_group(key, None)  # no group: reset
+    assert limiter.peek(key, 1, 60_000).used == 0
+    assert not _fits(limiter, key, "tenant-1")
+    with pytest.raises(rl.InvalidArgument, match="1 to 1024") as e:
+        limiter.reset_in_group(key, "")
+    assert e.value.argument == "group"
+    with pytest.raises(rl.InvalidArgumentType) as t:
+        limiter.reset_in_group(key, 7)  # type: ignore[arg-type]
+    assert t.value.argument == "group"
+
+
+@pytest.mark.parametrize("url", ["redis", "memory"])
+def test_reset_in_group_asyncio(redis_url: str, key: str, url: str) -> None:
+    async def go() -> None:
+        async with rl.AsyncLimiter(redis_url if url == "redis" else None) as a:
+            fits = lambda g: a.acquire_all([rl.Rule(key, 1, 60_000)], g)  # noqa: E731
+            for g in ("tenant-1", "tenant-2"):
+                assert (await fits(g)).allowed and not (await fits(g)).allowed
+            assert (await a.acquire(key, 1, 60_000)).allowed
+            await a.reset_in_group(key, b"tenant-1")  # bytes name the same group
+            assert (await fits("tenant-1")).allowed
+            assert not (await fits("tenant-2")).allowed
+            assert (await a.peek(key, 1, 60_000)).used == 1
+            with pytest.raises(rl.InvalidArgument) as e:
+                await a.reset_in_group("", "tenant-1")
+            assert e.value.argument == "key"
+
+    asyncio.run(go())

@@ -222,6 +222,18 @@ class AsyncLimiter:
         if r is not None:
             await r
 
+    async def reset_in_group(self, key: Key, group: Optional[Key]) -> None:
+        """Forgets everything admitted on ``key`` inside ``group`` (see
+        :meth:`Limiter.reset_in_group`)."""
+        if self._memory:
+            return self._core.decide_reset_in_group(key, group)
+        loop = get_running_loop()
+        bridge = self._bridge_for(loop)
+        fut: "asyncio.Future[None]" = loop.create_future()
+        r = self._core.reset_in_group(bridge, fut, key, group)
+        if r is not None:
+            await r
+
     async def ping(self) -> None:
         """Checks that the backend answers (connecting if needed): readiness probes, fail-fast
         startup. Raises ``BackendUnavailable`` otherwise."""
