@@ -43,6 +43,8 @@ export declare class NativeLimiter {
   acquire(key: string | Buffer, limit: number, windowMs: number, cost: number): Promise<NativeDecision>
   peek(key: string | Buffer, limit: number, windowMs: number): Promise<NativeDecision>
   reset(key: string | Buffer): Promise<void>
+  /** `group`: the hash tag of `acquireAll` calls, or null (then this is `reset`). */
+  resetInGroup(key: string | Buffer, group?: string | Buffer | undefined | null): Promise<void>
   ping(): Promise<void>
   /**
    * Refuses new calls and starts the core's close, which returns unused leases to Redis; the

@@ -377,6 +377,12 @@ export declare class Limiter {
   peek(key: Key, options: PeekOptions): Promise<Decision>
   /** Forgets everything admitted on `key`. */
   reset(key: Key): Promise<void>
+  /**
+   * Forgets everything admitted on `key` inside `options.group` (the window `acquireAll` keeps
+   * for `key` with that group); the same key ungrouped or in another group is untouched. Without a
+   * group, `reset`. {@link InvalidArgumentError} names `key` or `options.group`.
+   */
+  resetInGroup(key: Key, options?: AcquireAllOptions): Promise<void>
   /** Resolves when the backend answers (connecting if needed): for readiness probes. */
   ping(): Promise<void>
   /**

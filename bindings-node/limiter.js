@@ -451,6 +451,27 @@ class Limiter {
     }
   }
 
+  /**
+   * Forgets everything admitted on `key` inside `options.group`: the window `acquireAll` keeps
+   * for `key` with that group. The same key ungrouped or in another group is untouched; without a
+   * group this is `reset`.
+   * @param {{ group?: string | Buffer | Uint8Array | null }} [options]
+   * @returns {Promise<void>} rejects like `reset`; InvalidArgumentError names `key` or `options.group`
+   */
+  resetInGroup(key, options) {
+    try {
+      const k = keyArg(key)
+      let group
+      if (options !== undefined) {
+        optionsArg(options)
+        group = groupArg(options.group)
+      }
+      return this.#native.resetInGroup(k, group)
+    } catch (e) {
+      return Promise.reject(e)
+    }
+  }
+
   /** Resolves when the backend answers (connecting if needed): for readiness probes. @returns {Promise<void>} */
   ping() {
     try {

@@ -186,6 +186,26 @@ impl NativeLimiter {
         })
     }
 
+    /// `group`: the hash tag of `acquireAll` calls, or null (then this is `reset`).
+    #[napi(catch_unwind, ts_return_type = "Promise<void>")]
+    pub fn reset_in_group(
+        &self,
+        env: Env,
+        key: Either<String, BufferSlice>,
+        group: Option<Either<String, BufferSlice>>,
+    ) -> Result<Unknown<'static>> {
+        self.queue.factories.guard(&env, || {
+            let key = key_bytes(key);
+            let group = group.map(key_bytes);
+            test_panic(TestPanic::Caller, &key);
+            self.run(&env, move |core| async move {
+                let r = core.reset_in_group(&key, group.as_deref()).await;
+                test_panic(TestPanic::Future, &key);
+                r.map(|()| Outcome::Done)
+            })
+        })
+    }
+
     #[napi(catch_unwind, ts_return_type = "Promise<void>")]
     pub fn ping(&self, env: Env) -> Result<Unknown<'static>> {
         self.queue.factories.guard(&env, || {

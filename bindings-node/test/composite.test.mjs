@@ -64,6 +64,28 @@ for (const backend of ['redis', 'memory']) {
       await limiter.close()
     })
 
+    test('resetInGroup clears the key in that group only', async () => {
+      const limiter = new Limiter(url)
+      const key = uniqueKey('reset-group')
+      const fits = async (group) => (await limiter.acquireAll([{ key, limit: 1, windowMs: 60_000 }], { group })).allowed
+      for (const g of ['g1', 'g2']) {
+        assert.equal(await fits(g), true)
+        assert.equal(await fits(g), false)
+      }
+      assert.equal((await limiter.acquire(key, { limit: 1, windowMs: 60_000 })).allowed, true)
+      assert.equal(await limiter.resetInGroup(key, { group: Buffer.from('g1') }), undefined)
+      assert.equal(await fits('g1'), true, "the group's window was cleared")
+      assert.equal(await fits('g2'), false, "another group's window is untouched")
+      assert.equal((await limiter.peek(key, { limit: 1, windowMs: 60_000 })).used, 1, 'the ungrouped window is untouched')
+      await limiter.resetInGroup(key) // no group: reset
+      assert.equal((await limiter.peek(key, { limit: 1, windowMs: 60_000 })).used, 0)
+      assert.equal(await fits('g1'), false)
+      await assert.rejects(limiter.resetInGroup(key, { group: '' }), (e) => e instanceof InvalidArgumentError && e.argument === 'options.group' && /1 to 1024/.test(e.message))
+      await assert.rejects(limiter.resetInGroup(key, { group: 7 }), (e) => e instanceof InvalidArgumentTypeError && e.argument === 'options.group')
+      await assert.rejects(limiter.resetInGroup('', { group: 'g1' }), (e) => e instanceof InvalidArgumentError && e.argument === 'key')
+      await limiter.close()
+    })
+
     test('invalid input is refused naming the value, before any I/O', async () => {
       const limiter = new Limiter(url)
       const ok = { key: 'k', limit: 1, windowMs: 1000 }
