@@ -9,7 +9,7 @@ use jni::JNIEnv;
 use rl_core::unwind::{test_panic, TestPanic};
 use rl_core::{Error, Rule};
 
-use crate::convert::{self, limiter, unsigned};
+use crate::convert::{self, key_bytes, limiter, unsigned};
 use crate::error::{entry, Failure};
 use crate::future::{start, Outcome};
 use crate::limiter::blocking;
@@ -130,6 +130,43 @@ pub extern "system" fn Java_dev_rl_Native_acquireAllAsync<'l>(
                 test_panic(TestPanic::Future, &r.key);
             }
             c.map(Outcome::Composite)
+        })
+    })
+}
+
+#[no_mangle]
+pub extern "system" fn Java_dev_rl_Native_resetInGroup<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    handle: jlong,
+    key: JByteArray<'l>,
+    grp: JByteArray<'l>,
+) {
+    entry(&mut env, (), |env| {
+        let l = limiter(handle)?;
+        let key = key_bytes(env, &key)?;
+        let g = group(env, &grp)?;
+        blocking(|| l.reset_in_group(&key, g.as_deref()))
+    })
+}
+
+#[no_mangle]
+pub extern "system" fn Java_dev_rl_Native_resetInGroupAsync<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    handle: jlong,
+    key: JByteArray<'l>,
+    grp: JByteArray<'l>,
+    future: JObject<'l>,
+) {
+    entry(&mut env, (), |env| {
+        let l = limiter(handle)?.as_async().clone();
+        let key = key_bytes(env, &key)?;
+        let g = group(env, &grp)?;
+        start(env, &future, async move {
+            let r = l.reset_in_group(&key, g.as_deref()).await;
+            test_panic(TestPanic::Future, &key);
+            r.map(|()| Outcome::Unit)
         })
     })
 }

@@ -75,6 +75,10 @@ final class Native {
     static native CompositeDecision acquireAll(long handle, byte[][] keys, long[] limits, long[] windowsMs,
             long[] costs, byte[] group);
 
+    static native void resetInGroup(long handle, byte[] key, byte[] group);
+
+    static native void resetInGroupAsync(long handle, byte[] key, byte[] group, CompletableFuture<Void> future);
+
     static native void acquireAllAsync(long handle, byte[][] keys, long[] limits, long[] windowsMs,
             long[] costs, byte[] group, CompletableFuture<CompositeDecision> future);
 

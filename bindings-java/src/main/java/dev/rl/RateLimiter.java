@@ -193,6 +193,41 @@ public final class RateLimiter implements AutoCloseable {
         return hop(future);
     }
 
+    /**
+     * Forgets everything admitted on {@code key} inside {@code group}: the window
+     * {@link #acquireAll(List, String)} keeps for {@code key} with that group. The same key
+     * ungrouped or in another group is untouched (each is a window of its own); a null
+     * {@code group} makes this {@link #reset(String)}. Bad values throw
+     * {@link IllegalArgumentException} naming {@code key} or {@code group}, before any I/O.
+     *
+     * @param key   the key, as in the call's {@link Rule} (UTF-8)
+     * @param group the group the calls named, or null
+     */
+    public void resetInGroup(String key, String group) {
+        byte[] k = utf8(key);
+        byte[] g = group == null ? null : group.getBytes(StandardCharsets.UTF_8);
+        long h = handle.enter();
+        try {
+            Native.resetInGroup(h, k, g);
+        } finally {
+            handle.exit();
+        }
+    }
+
+    /** {@link #resetInGroup(String, String)} without blocking; argument errors throw at the call. */
+    public CompletableFuture<Void> resetInGroupAsync(String key, String group) {
+        byte[] k = utf8(key);
+        byte[] g = group == null ? null : group.getBytes(StandardCharsets.UTF_8);
+        CompletableFuture<Void> future = new CompletableFuture<>();
+        long h = handle.enter();
+        try {
+            Native.resetInGroupAsync(h, k, g, future);
+        } finally {
+            handle.exit();
+        }
+        return hop(future);
+    }
+
     /** Rules as the parallel arrays the native call takes (a null key stays null: the core names it). */
     private record Rules(byte[][] keys, long[] limits, long[] windows, long[] costs, byte[] group) {
         static Rules of(List<Rule> rules, String group) {

@@ -42,6 +42,39 @@ class CompositeTest {
         }
     }
 
+    /** Whether one more permit fits {@code key}'s window in {@code group} (limit 1), taking it if so. */
+    private static boolean fits(RateLimiter limiter, String key, String group) {
+        return limiter.acquireAll(List.of(new Rule(key, 1, 60_000, 1)), group).allowed();
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"redis", "memory"})
+    void resetInGroupClearsTheKeyInThatGroupOnly(String backend) throws Exception {
+        try (RateLimiter limiter = BasicTest.open(backend)) {
+            String key = TestSupport.key("reset-group");
+            for (String g : List.of("g1", "g2", "g3")) {
+                assertTrue(fits(limiter, key, g));
+                assertFalse(fits(limiter, key, g));
+            }
+            assertTrue(limiter.acquire(key, 1, 60_000).allowed(), "the ungrouped window admits");
+            limiter.resetInGroup(key, "g1");
+            assertTrue(fits(limiter, key, "g1"), "the group's window was cleared");
+            assertFalse(fits(limiter, key, "g2"), "another group's window is untouched");
+            assertEquals(1, limiter.peek(key, 1, 60_000).used(), "the ungrouped window is untouched");
+            limiter.resetInGroupAsync(key, "g2").get(5, TimeUnit.SECONDS);
+            assertTrue(fits(limiter, key, "g2"), "cleared by the async twin");
+            assertFalse(fits(limiter, key, "g3"));
+            limiter.resetInGroup(key, null); // no group: reset
+            assertEquals(0, limiter.peek(key, 1, 60_000).used());
+            assertFalse(fits(limiter, key, "g1"));
+            IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> limiter.resetInGroup(key, ""));
+            assertTrue(e.getMessage().startsWith("invalid argument `group`") && e.getMessage().contains("1 to 1024"), e.getMessage());
+            e = assertThrows(IllegalArgumentException.class, () -> limiter.resetInGroupAsync("", "g1"));
+            assertTrue(e.getMessage().startsWith("invalid argument `key`"), e.getMessage());
+            assertThrows(IllegalArgumentException.class, () -> limiter.resetInGroup(null, "g1"));
+        }
+    }
+
     @Test
     void policyStringsParseInTheCoreAndNameTheBadText() {
         List<Policy> ps = Policy.parseAll("burst: 10/s; 100 per minute");
