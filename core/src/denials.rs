@@ -23,6 +23,20 @@
 //! forward makes everything on it, this included, happen early. With a client clock
 //! (`client_clock`) decisions are made on that clock, so the deadline is on it too, exactly.
 //!
+//! Composite calls (`composite.rs`). A composite call is denied if any one of its rules is: its
+//! phase 1 decides each rule exactly like a peek of its cost, and a denied call takes nothing. So
+//! a rule an entry covers (its Redis key, as the call names it, grouped or not) proves the whole
+//! call denied until that entry's deadline, whatever the other rules say, and the call is denied
+//! here with no Redis call ([`Denials::check_all`]). The rules' denials in a composite answer are
+//! learnt like any other ([`Denials::learn_all`]): each is what a single call of that rule would
+//! have been told. The decision's other rules (those no entry denies) need figures too: the
+//! answer's verdict for each of them is kept beside the entries ([`Seen`]), aged like a replayed
+//! denial (`used` as Redis last said it) and kept no longer than the answer's longest denial; a
+//! call with a rule that has neither an entry nor such a verdict goes to Redis. Nothing here ever
+//! admits, and the call's `retry_after_ms` is the longest of its replayed denials, each at least
+//! what Redis would say now (see above); a denying rule the cache does not know can only make the
+//! true wait longer, never shorter.
+//!
 //! Bounded: at most `max_keys` keys (least recently used forgotten), per fork generation like the
 //! rest of an instance's state (it lives in `redis_path::Instance`).
 
@@ -34,6 +48,7 @@ use lru::LruCache;
 
 use crate::backend::{Request, Verdict};
 use crate::clock::Clock;
+use crate::composite::Planned;
 use crate::keyed::{Shards, SHARDS};
 
 /// Until when an entry denies.
@@ -89,15 +104,67 @@ impl Entry {
     }
 }
 
+impl Until {
+    /// Whether the deadline is still ahead (`None` for a client-clock deadline without a clock).
+    fn holds(&self, clock: Option<&dyn Clock>) -> Option<bool> {
+        match (self, clock) {
+            (Until::Mono(until), _) => Some(Instant::now() < *until),
+            (Until::Clock(until), Some(c)) => Some(c.now_ms() < *until),
+            (Until::Clock(_), None) => None,
+        }
+    }
+}
+
+/// A rule of a denied composite call that did not deny, as Redis answered it: replayed for that
+/// rule beside a denial from the same answer (same `sent`), until `until` (the answer's longest
+/// denial), unless this limiter admits on the key meanwhile ([`Denials::admitted`]).
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    limit: u64,
+    window_ms: u64,
+    cost: u64,
+    verdict: Verdict,
+    until: Until,
+    sent: Instant,
+    received: Instant,
+}
+
+impl Seen {
+    /// The verdict aged by the time since Redis gave it, if it is still kept.
+    fn replay(&self, clock: Option<&dyn Clock>) -> Option<Verdict> {
+        if !self.until.holds(clock)? {
+            return None;
+        }
+        let v = self.verdict;
+        let elapsed = match (self.until, clock) {
+            (Until::Clock(_), Some(c)) => c.now_ms().saturating_sub(v.now_ms),
+            _ => self.received.elapsed().as_millis() as u64,
+        };
+        // Empty by now if nothing was admitted since: as a replayed denial's `used` assumes.
+        let emptied = v.reset_after_ms <= elapsed;
+        Some(Verdict {
+            allowed: v.allowed,
+            used: if emptied { 0 } else { v.used },
+            retry_after_ms: 0,
+            reset_after_ms: v.reset_after_ms.saturating_sub(elapsed),
+            now_ms: v.now_ms + elapsed,
+        })
+    }
+}
+
 /// One shard: its keys, least recently used first out.
 struct Shard {
     entries: LruCache<Vec<u8>, Entry>,
+    /// Per key, the verdicts of its rules that did not deny in denied composite calls.
+    seen: LruCache<Vec<u8>, Vec<Seen>>,
 }
 
 pub(crate) struct Denials {
     shards: Shards<Shard>,
     /// Entries held (so that a limiter with none skips the lookup's lock and hash).
     len: AtomicUsize,
+    /// Keys with kept verdicts ([`Seen`]), likewise for [`Denials::admitted`].
+    seen_len: AtomicUsize,
     /// Bumped by every reset through this limiter: a reply to a request sent before a reset
     /// completed is not cached.
     resets: AtomicU64,
@@ -111,8 +178,10 @@ impl Denials {
         Denials {
             shards: Shards::new(|| Shard {
                 entries: LruCache::new(cap),
+                seen: LruCache::new(cap),
             }),
             len: AtomicUsize::new(0),
+            seen_len: AtomicUsize::new(0),
             resets: AtomicU64::new(0),
             hits: AtomicU64::new(0),
         }
@@ -134,6 +203,66 @@ impl Denials {
         if self.len.load(Ordering::Relaxed) == 0 {
             return None;
         }
+        let (v, _) = self.replay(key, req, clock)?;
+        self.hits.fetch_add(1, Ordering::Relaxed);
+        Some(v)
+    }
+
+    /// A denial of a composite call from the cache: one verdict per rule of `rules` (rule `i` on
+    /// `keys[rules[i].key]`, its Redis key as the call names it), if an entry covers at least one
+    /// rule and every other rule has an entry or a kept verdict ([`Seen`]); else `None` (ask
+    /// Redis). Counts one hit per call.
+    pub(crate) fn check_all(
+        &self,
+        keys: &[&[u8]],
+        rules: &[Planned],
+        clock: Option<&dyn Clock>,
+    ) -> Option<Vec<Verdict>> {
+        if self.len.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        let mut out = Vec::with_capacity(rules.len());
+        // The answers the replayed denials came from: a kept verdict must be from one of them.
+        let mut answers: Vec<Instant> = Vec::new();
+        let mut seen: Vec<Instant> = Vec::new();
+        for r in rules {
+            let key = keys[r.key];
+            let req = Request {
+                key,
+                limit: r.limit,
+                window_ms: r.window_ms,
+                cost: r.cost,
+                consume: true,
+            };
+            if let Some((v, sent)) = self.replay(key, &req, clock) {
+                answers.push(sent);
+                out.push(v);
+                continue;
+            }
+            let mut shard = self.shards.get(key);
+            let kept = shard
+                .seen
+                .get(key)?
+                .iter()
+                .find(|s| (s.limit, s.window_ms, s.cost) == (r.limit, r.window_ms, r.cost))?;
+            out.push(kept.replay(clock)?);
+            seen.push(kept.sent);
+        }
+        if answers.is_empty() || seen.iter().any(|sent| !answers.contains(sent)) {
+            return None;
+        }
+        self.hits.fetch_add(1, Ordering::Relaxed);
+        Some(out)
+    }
+
+    /// The entry's denial of `req` on `key`, aged, and when its request was sent, if one covers
+    /// it (an expired one is dropped).
+    fn replay(
+        &self,
+        key: &[u8],
+        req: &Request<'_>,
+        clock: Option<&dyn Clock>,
+    ) -> Option<(Verdict, Instant)> {
         let mut shard = self.shards.get(key);
         let entry = *shard.entries.get(key)?;
         let Some(elapsed) = entry.elapsed(clock) else {
@@ -145,15 +274,15 @@ impl Denials {
         if !entry.covers(req) {
             return None;
         }
-        self.hits.fetch_add(1, Ordering::Relaxed);
         let v = entry.verdict;
-        Some(Verdict {
+        let aged = Verdict {
             allowed: false,
             used: v.used,
             retry_after_ms: v.retry_after_ms.saturating_sub(elapsed).max(1),
             reset_after_ms: v.reset_after_ms.saturating_sub(elapsed).max(1),
             now_ms: v.now_ms + elapsed,
-        })
+        };
+        Some((aged, entry.sent))
     }
 
     /// Caches Redis's denial `v` of `req`, a request sent at `sent` when the reset epoch was
@@ -210,12 +339,101 @@ impl Denials {
         }
     }
 
+    /// Learns from a composite call's answer (`verdicts[i]` for rule `i`, on `keys[rules[i].key]`),
+    /// sent at `sent` when the reset epoch was `epoch`: each denial as [`Denials::learn`] does,
+    /// and, if the call was denied, the other rules' verdicts, kept as long as its longest denial.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn learn_all(
+        &self,
+        keys: &[&[u8]],
+        rules: &[Planned],
+        verdicts: &[Verdict],
+        sent: Instant,
+        epoch: u64,
+        clock: Option<&dyn Clock>,
+    ) {
+        let Some(longest) = verdicts
+            .iter()
+            .filter(|v| !v.allowed)
+            .map(|v| v.retry_after_ms)
+            .max()
+        else {
+            return;
+        };
+        let received = Instant::now();
+        for (r, v) in rules.iter().zip(verdicts) {
+            let key = keys[r.key];
+            let req = Request {
+                key,
+                limit: r.limit,
+                window_ms: r.window_ms,
+                cost: r.cost,
+                consume: true,
+            };
+            if !v.allowed {
+                self.learn(key, &req, v, sent, epoch, clock);
+                continue;
+            }
+            let until = match clock {
+                Some(_) => Until::Clock(v.now_ms + longest),
+                None => Until::Mono(sent + Duration::from_millis(longest)),
+            };
+            let seen = Seen {
+                limit: r.limit,
+                window_ms: r.window_ms,
+                cost: r.cost,
+                verdict: *v,
+                until,
+                sent,
+                received,
+            };
+            let mut shard = self.shards.get(key);
+            if self.resets.load(Ordering::Acquire) != epoch {
+                return;
+            }
+            if !shard.seen.contains(key) {
+                // `push` hands back another key when it evicts one: the count stays.
+                if shard.seen.push(key.to_vec(), Vec::new()).is_none() {
+                    self.seen_len.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            let list = shard.seen.get_mut(key).expect("just put");
+            let same = |s: &Seen| (s.limit, s.window_ms, s.cost) == (r.limit, r.window_ms, r.cost);
+            match list.iter_mut().find(|s| same(s)) {
+                Some(old) if old.sent <= sent => *old = seen,
+                Some(_) => {}
+                None => {
+                    // A key's rules in one call are at most MAX_RULES; more kinds than that on
+                    // one key are rare: the oldest goes.
+                    if list.len() >= crate::composite::MAX_RULES {
+                        list.remove(0);
+                    }
+                    list.push(seen);
+                }
+            }
+        }
+    }
+
     /// Forgets `key` (a reset through this limiter) and refuses replies already on their way.
     pub(crate) fn forget(&self, key: &[u8]) {
         self.resets.fetch_add(1, Ordering::AcqRel);
         let mut shard = self.shards.get(key);
         if shard.entries.pop(key).is_some() {
             self.len.fetch_sub(1, Ordering::Relaxed);
+        }
+        if shard.seen.pop(key).is_some() {
+            self.seen_len.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// This limiter admitted on `key`: the verdicts kept for it no longer say what Redis would.
+    pub(crate) fn admitted(&self, key: &[u8]) {
+        if self.seen_len.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let mut shard = self.shards.get(key);
+        if shard.seen.pop(key).is_some() {
+            self.seen_len.fetch_sub(1, Ordering::Relaxed);
         }
     }
 }
@@ -330,6 +548,76 @@ mod tests {
         d.forget(b"k");
         assert!(d.check(b"k", &req(10, 1000, 1), None).is_none());
         assert_eq!(d.len.load(Ordering::Relaxed), 0);
+    }
+
+    fn planned(key: usize, limit: u64, window_ms: u64, cost: u64) -> Planned {
+        Planned {
+            key,
+            limit,
+            window_ms,
+            cost,
+        }
+    }
+
+    fn allowed(used: u64) -> Verdict {
+        Verdict {
+            allowed: true,
+            used,
+            retry_after_ms: 0,
+            reset_after_ms: 900,
+            now_ms: 0,
+        }
+    }
+
+    #[test]
+    fn a_composite_call_is_denied_only_with_a_covering_entry_and_one_answers_figures() {
+        let d = Denials::new(10);
+        let keys: [&[u8]; 2] = [b"a", b"b"];
+        let rules = [planned(0, 10, 1000, 1), planned(1, 50, 1000, 1)];
+        let sent = Instant::now();
+        d.learn_all(&keys, &rules, &[denial(0, 5000), allowed(3)], sent, 0, None);
+        let v = d.check_all(&keys, &rules, None).expect("a covers the call");
+        assert_eq!(
+            (v[0].allowed, v[0].used, v[1].allowed, v[1].used),
+            (false, 7, true, 3)
+        );
+        assert_eq!(d.hits.load(Ordering::Relaxed), 1);
+        // A rule with no figures (another limit on b): ask Redis.
+        assert!(d
+            .check_all(&keys, &[rules[0], planned(1, 40, 1000, 1)], None)
+            .is_none());
+        // A newer answer's denial on a: b's figures are from an older answer, so ask Redis.
+        let later = sent + Duration::from_millis(1);
+        d.learn(b"a", &req(10, 1000, 1), &denial(0, 5000), later, 0, None);
+        assert!(d.check_all(&keys, &rules, None).is_none());
+        // Figures that prove nothing on their own never deny.
+        d.forget(b"a");
+        assert!(d.check_all(&keys, &rules, None).is_none());
+    }
+
+    #[test]
+    fn an_admission_or_a_reset_drops_the_kept_figures() {
+        let d = Denials::new(10);
+        let keys: [&[u8]; 2] = [b"a", b"b"];
+        let rules = [planned(0, 10, 1000, 1), planned(1, 50, 1000, 1)];
+        let learn = || {
+            d.learn_all(
+                &keys,
+                &rules,
+                &[denial(0, 5000), allowed(3)],
+                Instant::now(),
+                d.epoch(),
+                None,
+            )
+        };
+        learn();
+        assert!(d.check_all(&keys, &rules, None).is_some());
+        d.admitted(b"b");
+        assert!(d.check_all(&keys, &rules, None).is_none());
+        learn();
+        d.forget(b"b");
+        assert!(d.check_all(&keys, &rules, None).is_none());
+        assert_eq!(d.seen_len.load(Ordering::Relaxed), 0);
     }
 
     #[test]

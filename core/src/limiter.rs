@@ -177,6 +177,9 @@ impl Limiter {
     ///   this instance's unused leased permits as used). With the local fallback on, admissions
     ///   are recorded like any other, and while Redis is unhealthy the call is decided locally,
     ///   honouring every rule (each within this instance's share of its limit), all or nothing.
+    /// - With `denial_cache`, a call with a rule a cached denial covers is denied with no Redis
+    ///   call (Redis would deny that rule, so the call), and the answer's denials are cached
+    ///   (`denials.rs`, "Composite calls").
     /// - One rule without a group is [`Limiter::acquire`] itself (the same key, the same
     ///   decision), so it has what that path has: the denial cache, coalescing with concurrent
     ///   calls on the key, and leases when they are on. A middleware with one policy pays no

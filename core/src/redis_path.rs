@@ -314,6 +314,9 @@ impl RedisPath {
                         let clock = self.clock.as_deref();
                         self.denials
                             .learn(redis_key, req, &v, started, epoch, clock);
+                        if req.consume && v.allowed {
+                            self.denials.admitted(redis_key);
+                        }
                     }
                     if slow_too_long
                         && self.fallback
@@ -362,8 +365,10 @@ impl RedisPath {
     /// Redis in one script call, with `decide`'s resilience (bounded by the request timeout,
     /// retried once on an outage, decided locally while Redis is unhealthy); admissions are
     /// recorded in the ledger under each key, so the local budget and the failover repair see
-    /// them. Takes no lease and replays no cached denial. Returns one verdict per rule, the path
-    /// and each rule's cap (its limit, or locally this instance's share).
+    /// them. Takes no lease. With `denial_cache`, a call a cached denial proves denied is answered
+    /// from the cache, and the answer's denials are learnt (`denials.rs`, "Composite calls").
+    /// Returns one verdict per rule, the path and each rule's cap (its limit, or locally this
+    /// instance's share).
     pub(crate) async fn decide_all(
         self: &Arc<Self>,
         redis_keys: &[&[u8]],
@@ -375,6 +380,16 @@ impl RedisPath {
         if self.is_local() {
             return Ok(self.decide_all_local(redis_keys, plan));
         }
+        let caps = || plan.rules.iter().map(|r| r.limit).collect();
+        if self.denial_cache {
+            let clock = self.clock.as_deref();
+            if let Some(v) = self.denials.check_all(redis_keys, &plan.rules, clock) {
+                // Ready at once: yield now and then, as `decide` does for a replayed denial.
+                tokio::task::consume_budget().await;
+                return Ok((v, Mode::Normal, caps()));
+            }
+        }
+        let epoch = self.denials.epoch();
         let deadline = Instant::now() + self.request_timeout;
         let mut retried = false;
         loop {
@@ -402,9 +417,24 @@ impl RedisPath {
                         }
                     }
                     self.health.counters.normal.fetch_add(1, Ordering::Relaxed);
-                    if !verdicts.iter().all(|v| v.allowed) {
+                    if verdicts.iter().all(|v| v.allowed) {
+                        if self.denial_cache {
+                            redis_keys.iter().for_each(|k| self.denials.admitted(k));
+                        }
+                    } else {
                         let denied = &self.health.counters.denied_normal;
                         denied.fetch_add(1, Ordering::Relaxed);
+                        if self.denial_cache {
+                            let clock = self.clock.as_deref();
+                            self.denials.learn_all(
+                                redis_keys,
+                                &plan.rules,
+                                &verdicts,
+                                started,
+                                epoch,
+                                clock,
+                            );
+                        }
                     }
                     if slow_too_long
                         && self.fallback
@@ -414,8 +444,7 @@ impl RedisPath {
                     {
                         self.wake.notify_one();
                     }
-                    let caps = plan.rules.iter().map(|r| r.limit).collect();
-                    return Ok((verdicts, Mode::Normal, caps));
+                    return Ok((verdicts, Mode::Normal, caps()));
                 }
                 Outcome::Done(Err(e)) if e.kind() == ErrorKind::BackendUnavailable => {
                     self.health.counters.errors.fetch_add(1, Ordering::Relaxed);
@@ -510,6 +539,8 @@ impl RedisPath {
     ) -> Option<u64> {
         let sent = Instant::now();
         let reply = self.send_lease(redis_key, req, r).await;
+        // A lease is counted as used in Redis: verdicts kept for the key are stale.
+        self.denials.admitted(redis_key);
         let seq = self.leases.renewed(redis_key, req, r, &reply, sent)?;
         self.refund_later(redis_key, seq);
         Some(seq)

@@ -396,16 +396,41 @@ fn a_fleet_far_above_the_limits_never_admits_more_than_any_rule_allows() {
 fn memory_and_redis_make_the_same_composite_decisions() {
     let server = server();
     let clock = Arc::new(ManualClock::new(wall_ms()));
-    let [memory, redis] = both(&server, &clock);
+    let [memory, _] = both(&server, &clock);
+    // The script against the model: without the denial cache, whose replays keep `used` as
+    // Redis last said it (checked against the model below, through `cached`).
+    let redis = blocking_with(
+        &server,
+        Options {
+            denial_cache: false,
+            ..client_clock(clock.clone())
+        },
+    );
+    // The same calls with the cache, on windows of their own (another prefix): it must allow
+    // and deny exactly as the model does, and never give a longer wait.
+    let cached = blocking_with(
+        &server,
+        Options {
+            denial_cache: true,
+            key_prefix: "cached:".into(),
+            ..client_clock(clock.clone())
+        },
+    );
     let keys = same_slot(&redis, "model", 3);
     let mut rng = Rng(12345);
     let mut denied = 0;
     for step in 0..400 {
         let (rules, _) = random_call(&keys, &mut rng);
         let group = (rng.below(4) == 0).then_some(&b"g"[..]);
-        let (m, r) = (
+        let (m, r, c) = (
             memory.acquire_all(&rules, group).unwrap(),
             redis.acquire_all(&rules, group).unwrap(),
+            cached.acquire_all(&rules, group).unwrap(),
+        );
+        assert_eq!(c.allowed, m.allowed, "step {step}: {rules:?}: {c:?}");
+        assert!(
+            c.retry_after_ms <= m.retry_after_ms && (c.allowed || c.retry_after_ms > 0),
+            "step {step}: {c:?} {m:?}"
         );
         denied += u64::from(!r.allowed);
         assert_eq!((m.mode, r.mode), (Mode::Memory, Mode::Normal));
@@ -432,6 +457,9 @@ fn memory_and_redis_make_the_same_composite_decisions() {
     );
     assert_eq!((ms.decisions_memory, ms.denied_memory), (400, denied));
     assert_eq!((rs.decisions_normal, rs.denied_normal), (400, denied));
+    let cs = cached.stats();
+    assert!(cs.denials_cached > 0, "the cache answered nothing: {cs:?}");
+    assert_eq!(cs.decisions_normal + cs.denials_cached, 400, "{cs:?}");
 }
 
 #[test]
@@ -734,4 +762,80 @@ fn one_rule_is_acquire_with_its_denial_cache() {
     // The same window as a plain acquire on the key, seen by a limiter without a cache.
     let fresh = blocking_with(&server, strict());
     assert_eq!(fresh.peek("solo", 3, 60_000).unwrap().used, 3);
+}
+
+/// Calls of several rules use the denial cache: a repeated denied call is answered without a
+/// script call (counted in `denials_cached`), with the figures of Redis's answer, aged; a call with
+/// a rule the cache knows nothing of asks Redis; `reset` and `reset_in_group` clear what they
+/// reset, and only that.
+#[test]
+fn repeated_denied_composite_calls_are_answered_by_the_denial_cache() {
+    let server = server();
+    let l = blocking_with(
+        &server,
+        Options {
+            denial_cache: true,
+            ..strict()
+        },
+    );
+    let k = same_slot(&l, "dcache", 2);
+    let rules = [rule(&k[0], 2, 60_000, 1), rule(&k[1], 100, 60_000, 1)];
+    for _ in 0..2 {
+        assert!(l.acquire_all(&rules, None).unwrap().allowed);
+    }
+    let calls = fcalls(&server);
+    let first = l.acquire_all(&rules, None).unwrap();
+    assert!(
+        !first.allowed && allowed(&first) == [false, true],
+        "{first:?}"
+    );
+    let cached = l.stats().denials_cached;
+    for _ in 0..5 {
+        let d = l.acquire_all(&rules, None).unwrap();
+        assert!(!d.allowed && d.mode == Mode::Normal, "{d:?}");
+        assert_eq!((allowed(&d), used(&d)), (vec![false, true], vec![2, 2]));
+        assert!(
+            d.retry_after_ms > 0 && d.retry_after_ms <= first.retry_after_ms,
+            "{d:?}"
+        );
+        assert_eq!(d.retry_after_ms, d.decisions[0].retry_after_ms);
+    }
+    assert_eq!(
+        fcalls(&server),
+        calls + 1,
+        "only the first denial ran the script"
+    );
+    assert_eq!(l.stats().denials_cached, cached + 5);
+    // What the composite answer taught answers a single call on the denied rule too.
+    assert!(!l.acquire(&k[0], 2, 60_000, 1).unwrap().allowed);
+    assert_eq!(fcalls(&server), calls + 1);
+    // A rule the cache has no figures for (another limit on k[1]): Redis decides.
+    let other = [rule(&k[0], 2, 60_000, 1), rule(&k[1], 50, 60_000, 1)];
+    assert!(!l.acquire_all(&other, None).unwrap().allowed);
+    assert_eq!(fcalls(&server), calls + 2);
+    // Nothing was taken by the denied calls.
+    let fresh = blocking_with(&server, strict());
+    assert_eq!(fresh.peek(&k[1], 100, 60_000).unwrap().used, 2);
+    // A reset through the limiter clears the cached denial: the call is Redis's again, and fits.
+    l.reset(&k[0]).unwrap();
+    assert!(l.acquire_all(&rules, None).unwrap().allowed);
+    assert_eq!(fcalls(&server), calls + 4, "the peek above, and this call");
+
+    // Grouped keys: cached under their grouped Redis keys, cleared by reset_in_group only.
+    let g = Some(&b"tenant"[..]);
+    let grouped = [
+        rule("ip:1.2.3.4", 1, 60_000, 1),
+        rule("user:42", 10, 60_000, 1),
+    ];
+    assert!(l.acquire_all(&grouped, g).unwrap().allowed);
+    let calls = fcalls(&server);
+    assert!(!l.acquire_all(&grouped, g).unwrap().allowed);
+    assert!(!l.acquire_all(&grouped, g).unwrap().allowed);
+    assert_eq!(fcalls(&server), calls + 1);
+    l.reset("ip:1.2.3.4").unwrap(); // the ungrouped window: not the group's
+    assert!(!l.acquire_all(&grouped, g).unwrap().allowed);
+    assert_eq!(fcalls(&server), calls + 1, "still answered by the cache");
+    l.reset_in_group("ip:1.2.3.4", g).unwrap();
+    assert!(l.acquire_all(&grouped, g).unwrap().allowed);
+    assert_eq!(fcalls(&server), calls + 2);
 }
