@@ -342,7 +342,6 @@ impl Denials {
     /// Learns from a composite call's answer (`verdicts[i]` for rule `i`, on `keys[rules[i].key]`),
     /// sent at `sent` when the reset epoch was `epoch`: each denial as [`Denials::learn`] does,
     /// and, if the call was denied, the other rules' verdicts, kept as long as its longest denial.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn learn_all(
         &self,
         keys: &[&[u8]],
