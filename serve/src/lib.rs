@@ -2,6 +2,12 @@
 //!
 //! Every front end (Envoy's gRPC rate-limit service, the HTTP check endpoint, the reverse proxy)
 //! turns its request into one [`decide::CheckRequest`] and answers from one
-//! [`decide::CheckResult`], so they cannot disagree about what a policy means.
+//! [`decide::CheckResult`] made by [`engine::Engine::check`], so they cannot disagree about what
+//! a policy means.
 
+pub mod config;
 pub mod decide;
+pub mod engine;
+pub mod metrics;
+
+pub use engine::Engine;
