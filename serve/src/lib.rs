@@ -8,6 +8,7 @@
 pub mod config;
 pub mod decide;
 pub mod engine;
+pub mod grpc;
 pub mod metrics;
 
 pub use engine::Engine;

@@ -1,0 +1,216 @@
+//! What the gRPC tests share: a real `rl serve` gRPC service (the policies loader, the engine
+//! and the tonic server, on a free loopback port) over a real redis-server, and the Go clients
+//! that ask it — `rls-client` on envoyproxy/go-control-plane's generated RLS v3 stubs and
+//! envoyproxy/ratelimit's own `client_cmd` — built by `serve/tools/build-go-tools.sh`.
+
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use rl_harness::RedisServer;
+use serde_json::Value;
+
+/// The directory holding the Go tools, built once per test binary.
+pub fn tools() -> &'static Path {
+    static TOOLS: OnceLock<PathBuf> = OnceLock::new();
+    TOOLS.get_or_init(|| {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/build-go-tools.sh");
+        let out = Command::new("bash")
+            .arg(&script)
+            .output()
+            .expect("run build-go-tools.sh");
+        assert!(
+            out.status.success(),
+            "build-go-tools.sh failed:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        PathBuf::from(
+            stdout
+                .lines()
+                .last()
+                .expect("the script prints the tools dir")
+                .trim(),
+        )
+    })
+}
+
+/// The vendored envoyproxy/ratelimit configs.
+pub fn envoy_configs() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/envoy-ratelimit")
+}
+
+/// `rl serve`'s gRPC service on a free loopback port, deciding on a private redis-server.
+pub struct Service {
+    pub addr: SocketAddr,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    _redis: RedisServer,
+}
+
+impl Service {
+    /// Loads `config` (a file or a directory of `*.yaml`) exactly as `rl serve --config` does.
+    pub fn start(config: &Path) -> Service {
+        let redis = RedisServer::start().expect("start redis-server");
+        let metrics = Arc::new(rl_serve::metrics::Metrics::default());
+        let policies = rl_serve::config::load(config, &metrics).expect("the config loads");
+        let limiter = rl_core::Limiter::open(Some(&redis.url()), rl_core::Options::default())
+            .expect("open the limiter");
+        let engine = Arc::new(rl_serve::Engine::new(limiter, policies, metrics));
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.set_nonblocking(true).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+                rl_serve::grpc::serve_on(listener, engine, async {
+                    let _ = rx.await;
+                })
+                .await
+                .expect("the gRPC service runs");
+            });
+        });
+        Service {
+            addr,
+            shutdown: Some(tx),
+            thread: Some(thread),
+            _redis: redis,
+        }
+    }
+
+    /// One `ShouldRateLimit` through `rls-client check`; `args` are its flags after `-addr`.
+    pub fn check(&self, domain: &str, args: &[&str]) -> Value {
+        let out = run(Command::new(tools().join("rls-client"))
+            .args(["check", "-addr", &self.addr.to_string(), "-domain", domain])
+            .args(args));
+        serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"))
+    }
+
+    /// One request through envoyproxy/ratelimit's `client_cmd`: its printed response line.
+    pub fn client_cmd(&self, domain: &str, descriptors: &[&str]) -> String {
+        let mut cmd = Command::new(tools().join("client_cmd"));
+        cmd.args(["-dial_string", &self.addr.to_string(), "-domain", domain]);
+        for d in descriptors {
+            cmd.args(["-descriptors", d]);
+        }
+        let out = run(&mut cmd);
+        out.lines()
+            .find(|l| l.starts_with("response:"))
+            .unwrap_or_else(|| panic!("no response line: {out}"))
+            .to_string()
+    }
+
+    /// `rls-client pace`: one request at a time at `rate`/s; (send, receive, admitted) per request.
+    pub fn pace(&self, domain: &str, args: &[&str], rate: u32, count: u32) -> Vec<Paced> {
+        let out = run(Command::new(tools().join("rls-client"))
+            .args(["pace", "-addr", &self.addr.to_string(), "-domain", domain])
+            .args(["-rate", &rate.to_string(), "-count", &count.to_string()])
+            .args(args));
+        out.lines()
+            .map(|l| {
+                let v: Value = serde_json::from_str(l).unwrap();
+                Paced {
+                    send_ns: v["send_ns"].as_i64().unwrap(),
+                    recv_ns: v["recv_ns"].as_i64().unwrap(),
+                    admitted: match v["code"].as_str().unwrap() {
+                        "OK" => true,
+                        "OVER_LIMIT" => false,
+                        other => panic!("unexpected code {other}"),
+                    },
+                }
+            })
+            .collect()
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn run(cmd: &mut Command) -> String {
+    let out = cmd.output().expect("run a Go client");
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// One paced request as the client saw it.
+#[derive(Debug, Clone, Copy)]
+pub struct Paced {
+    pub send_ns: i64,
+    pub recv_ns: i64,
+    pub admitted: bool,
+}
+
+/// The most admitted requests that certainly fell inside one `window`: the server decided each
+/// between its send and its receive, so requests sent at or after an admitted one's send and
+/// answered before that send plus the window were decided less than a window apart. A lower
+/// bound on the true most (exact up to the loopback round trip), so a count above the limit is
+/// a real overshoot, never an artefact of the client's clock.
+pub fn most_admitted_in_window(paced: &[Paced], window: Duration, cost: u64) -> u64 {
+    let w = window.as_nanos() as i64;
+    let mut ok: Vec<Paced> = paced.iter().copied().filter(|p| p.admitted).collect();
+    ok.sort_by_key(|p| p.send_ns);
+    let mut best = 0;
+    for (i, first) in ok.iter().enumerate() {
+        let end = first.send_ns + w;
+        let n = ok[i..]
+            .iter()
+            .take_while(|p| p.send_ns < end)
+            .filter(|p| p.recv_ns < end)
+            .count() as u64;
+        best = best.max(n * cost);
+    }
+    best
+}
+
+/// A protojson `google.protobuf.Duration` ("59.250s") as a Duration.
+pub fn pb_duration(v: &Value) -> Duration {
+    let s = v.as_str().unwrap_or_else(|| panic!("not a duration: {v}"));
+    Duration::from_secs_f64(s.strip_suffix('s').unwrap().parse().unwrap())
+}
+
+/// `response_headers_to_add` as (name, value) pairs.
+pub fn headers(resp: &Value) -> Vec<(String, String)> {
+    resp["response_headers_to_add"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            (
+                h["key"].as_str().unwrap().to_string(),
+                h["value"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// The value of header `name` (case-insensitive).
+pub fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.as_str())
+}
