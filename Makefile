@@ -1,6 +1,6 @@
 # One entry point. `make test` runs every test (installing what is missing); `make bench` runs the
 # design's benchmark against a private local Redis; `make demo` shows one key being limited.
-.PHONY: build test bench bench-http bench-python throughput demo scenarios hotkey clean
+.PHONY: build test bench bench-grpc bench-http bench-python throughput demo scenarios hotkey clean
 
 build:
 	cargo build --release -p rl-cli
@@ -10,6 +10,12 @@ test:
 
 bench: build
 	target/release/rl bench
+
+# Envoy's gRPC rate-limit service: envoyproxy/ratelimit (fixed window, built from the Go module
+# proxy) beside `rl serve --grpc` on the same private redis-server and the same load generator:
+# decisions/s, P99, and the most admitted in any window across a window boundary.
+bench-grpc:
+	bash serve/bench/grpc.sh
 
 # Python: rl vs `limits` (redis-py + hiredis), 1 and 16 threads, one key and 100k keys, pinned
 # and unpinned, against a private redis-server (release wheel in target/py-bench-venv).

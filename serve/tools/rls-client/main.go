@@ -268,18 +268,25 @@ func mostInWindow(all []sample, w int64) int {
 		}
 	}
 	sort.Slice(ok, func(i, j int) bool { return ok[i].send < ok[j].send })
-	best := 0
+	var maxLat int64
+	for _, x := range ok {
+		maxLat = max(maxLat, x.recv-x.send)
+	}
+	best, r := 0, 0
 	for i := range ok {
 		end := ok[i].send + w
-		n := 0
-		for j := i; j < len(ok) && ok[j].send < end; j++ {
-			if ok[j].recv < end {
-				n++
+		for r < len(ok) && ok[r].send < end {
+			r++
+		}
+		// ok[i:r] were sent inside the window; drop those answered after it closed, which
+		// can only be among the last sent (no answer took longer than maxLat).
+		n := r - i
+		for j := r - 1; j >= i && ok[j].send >= end-maxLat; j-- {
+			if ok[j].recv >= end {
+				n--
 			}
 		}
-		if n > best {
-			best = n
-		}
+		best = max(best, n)
 	}
 	return best
 }
