@@ -51,13 +51,8 @@ REDIS_SOCKET_TYPE=tcp REDIS_URL="127.0.0.1:$RL_TEST_REDIS_PORT" \
 pids+=($!)
 
 rl_grpc="$(free_port)"
-if [[ "$(basename "$GRPC_BENCH_RL")" == rl ]]; then
-  rl_cmd=("$GRPC_BENCH_RL" serve --listen "127.0.0.1:$(free_port)")
-else
-  rl_cmd=("$GRPC_BENCH_RL")
-fi
-RUST_LOG=warn "${rl_cmd[@]}" --config "$config" --redis "$RL_TEST_REDIS_URL" \
-  --grpc "127.0.0.1:$rl_grpc" > "$work/rl.log" 2>&1 &
+RL_LOG=warn "$GRPC_BENCH_RL" serve --config "$config" --redis "$RL_TEST_REDIS_URL" \
+  --listen "127.0.0.1:$(free_port)" --grpc "127.0.0.1:$rl_grpc" > "$work/rl.log" 2>&1 &
 pids+=($!)
 
 wait_ready() { # name port

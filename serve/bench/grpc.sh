@@ -17,11 +17,6 @@ echo "== building the Go tools (rls-client, envoyproxy/ratelimit's service_cmd) 
 TOOLS="$(bash serve/tools/build-go-tools.sh --peer | tail -n 1)"
 cargo build --release -q -p rl-cli
 RL="$CARGO_TARGET_DIR/release/rl"
-if ! "$RL" serve --help 2>/dev/null | grep -q -- --grpc; then
-  # This rl has no `serve --grpc` yet: run the same service through the embedding example.
-  cargo build --release -q -p rl-serve --example grpc_service
-  RL="$CARGO_TARGET_DIR/release/examples/grpc_service"
-fi
 [ -x "$CARGO_TARGET_DIR/debug/rl-harness" ] || cargo build -q -p rl-harness
 export GRPC_BENCH_TOOLS="$TOOLS" GRPC_BENCH_RL="$RL"
 echo "== machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -1,7 +1,8 @@
-//! Envoy's rate-limit service (RLS v3 over gRPC) answered by `rl serve`, with envoyproxy/ratelimit's
-//! own configs loaded unchanged (tests/envoy-ratelimit, Apache-2.0) and asked by clients nobody on
-//! rl wrote the wire code of: `rls-client` on envoyproxy/go-control-plane's generated stubs, and
-//! envoyproxy/ratelimit's `client_cmd`. Real redis-server, real gRPC over loopback.
+//! Envoy's rate-limit service (RLS v3 over gRPC) answered by `rl serve --grpc` (the `rl-serve`
+//! binary), with envoyproxy/ratelimit's own configs loaded unchanged (tests/envoy-ratelimit,
+//! Apache-2.0) and asked by clients nobody on rl wrote the wire code of: `rls-client` on
+//! envoyproxy/go-control-plane's generated stubs, and envoyproxy/ratelimit's `client_cmd`.
+//! Real redis-server, real gRPC over loopback.
 
 mod grpc_support;
 
@@ -155,8 +156,8 @@ fn example_config_answers_ok_then_over_limit_with_remaining_reset_and_ietf_heade
 }
 
 #[test]
-fn envoyproxy_ratelimit_client_cmd_sees_ok_then_over_limit() {
-    let svc = Service::start(&envoy_configs());
+fn envoyproxy_ratelimit_client_cmd_sees_ok_then_over_limit_and_sigterm_stops_cleanly() {
+    let mut svc = Service::start(&envoy_configs());
     // `destination_cluster: bkthomps` under `source_cluster: proxy`: 2 per minute.
     let d = ["source_cluster=proxy,destination_cluster=bkthomps"];
     let codes: Vec<String> = (0..3)
@@ -166,6 +167,13 @@ fn envoyproxy_ratelimit_client_cmd_sees_ok_then_over_limit() {
     // A descriptor the config does not know is not limited.
     let line = svc.client_cmd("rl", &["nothing=here"]);
     assert_eq!(client_cmd_code(&line), "OK", "{line}");
+
+    let status = svc.terminate(Duration::from_secs(10));
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "rl serve --grpc exits 0 on SIGTERM: {status:?}\n{}",
+        svc.log()
+    );
 }
 
 #[test]

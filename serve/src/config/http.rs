@@ -31,28 +31,81 @@ pub struct HttpRateLimit {
 
 /// One entry of a descriptor (Envoy's `RateLimit.Action`, the request-side subset).
 #[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "snake_case", deny_unknown_fields)]
+#[serde(try_from = "RawAction")]
 pub enum Action {
     /// `remote_address: {}` — the client address, after the trusted-proxy rule.
     RemoteAddress {},
     /// A request header's value (`:method`, `:path`, `:authority` for the request's own).
     RequestHeaders {
-        #[serde(deserialize_with = "scalar")]
         header_name: String,
-        #[serde(deserialize_with = "scalar")]
         descriptor_key: String,
         /// Absent header: false (Envoy's default) drops the whole descriptor; true drops
         /// only this entry.
-        #[serde(default)]
         skip_if_absent: bool,
     },
     /// A fixed entry.
     GenericKey {
-        #[serde(deserialize_with = "scalar")]
         descriptor_value: String,
-        #[serde(default = "generic_key")]
         descriptor_key: String,
     },
+}
+
+/// An action as written: a map with exactly one of Envoy's action names.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAction {
+    #[serde(default)]
+    remote_address: Option<Empty>,
+    #[serde(default)]
+    request_headers: Option<RequestHeaders>,
+    #[serde(default)]
+    generic_key: Option<GenericKey>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Empty {}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RequestHeaders {
+    #[serde(deserialize_with = "scalar")]
+    header_name: String,
+    #[serde(deserialize_with = "scalar")]
+    descriptor_key: String,
+    #[serde(default)]
+    skip_if_absent: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GenericKey {
+    #[serde(deserialize_with = "scalar")]
+    descriptor_value: String,
+    #[serde(default = "generic_key")]
+    descriptor_key: String,
+}
+
+impl TryFrom<RawAction> for Action {
+    type Error = String;
+
+    fn try_from(a: RawAction) -> Result<Action, String> {
+        match (a.remote_address, a.request_headers, a.generic_key) {
+            (Some(Empty {}), None, None) => Ok(Action::RemoteAddress {}),
+            (None, Some(h), None) => Ok(Action::RequestHeaders {
+                header_name: h.header_name,
+                descriptor_key: h.descriptor_key,
+                skip_if_absent: h.skip_if_absent,
+            }),
+            (None, None, Some(g)) => Ok(Action::GenericKey {
+                descriptor_value: g.descriptor_value,
+                descriptor_key: g.descriptor_key,
+            }),
+            _ => Err(
+                "an action is exactly one of remote_address, request_headers, generic_key".into(),
+            ),
+        }
+    }
 }
 
 fn generic_key() -> String {

@@ -14,11 +14,23 @@ use std::sync::Arc;
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer;
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::Server;
 
 use crate::engine::Engine;
 pub use service::RateLimitService;
+
+/// `rl serve --grpc`: [`serve_on`] until `stop` turns true (SIGTERM), then drains the calls in
+/// flight. A failure is logged: the HTTP side keeps running.
+pub async fn run(listener: TcpListener, engine: Arc<Engine>, mut stop: watch::Receiver<bool>) {
+    let shutdown = async move {
+        let _ = stop.wait_for(|stopped| *stopped).await;
+    };
+    if let Err(e) = serve_on(listener, engine, shutdown).await {
+        tracing::error!(error = %e, "gRPC rate-limit service failed");
+    }
+}
 
 /// Serves RLS v3 on `addr` until `shutdown` completes, then drains the calls in flight.
 pub async fn serve(

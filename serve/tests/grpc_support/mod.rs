@@ -1,15 +1,15 @@
-//! What the gRPC tests share: a real `rl serve` gRPC service (the policies loader, the engine
-//! and the tonic server, on a free loopback port) over a real redis-server, and the Go clients
-//! that ask it — `rls-client` on envoyproxy/go-control-plane's generated RLS v3 stubs and
-//! envoyproxy/ratelimit's own `client_cmd` — built by `serve/tools/build-go-tools.sh`.
+//! What the gRPC tests share: `rl serve --grpc` as a child process over a real redis-server,
+//! and the Go clients that ask it — `rls-client` on envoyproxy/go-control-plane's generated RLS
+//! v3 stubs and envoyproxy/ratelimit's own `client_cmd` — built by
+//! `serve/tools/build-go-tools.sh`.
 
 #![allow(dead_code)]
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use rl_harness::RedisServer;
 use serde_json::Value;
@@ -45,48 +45,66 @@ pub fn envoy_configs() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/envoy-ratelimit")
 }
 
-/// `rl serve`'s gRPC service on a free loopback port, deciding on a private redis-server.
+/// `rl serve --grpc` (the `rl-serve` binary, same flags as `rl serve`) on free loopback ports,
+/// deciding on a private redis-server; stopped with SIGTERM when dropped.
 pub struct Service {
     pub addr: SocketAddr,
-    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    child: Child,
+    log: PathBuf,
     _redis: RedisServer,
 }
 
 impl Service {
-    /// Loads `config` (a file or a directory of `*.yaml`) exactly as `rl serve --config` does.
+    /// `rl serve --config <config>`: a file, or a directory of `*.yaml` as envoyproxy/ratelimit
+    /// reads its runtime directory.
     pub fn start(config: &Path) -> Service {
         let redis = RedisServer::start().expect("start redis-server");
-        let metrics = Arc::new(rl_serve::metrics::Metrics::default());
-        let policies = rl_serve::config::load(config, &metrics).expect("the config loads");
-        let limiter = rl_core::Limiter::open(Some(&redis.url()), rl_core::Options::default())
-            .expect("open the limiter");
-        let engine = Arc::new(rl_serve::Engine::new(limiter, policies, metrics));
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        listener.set_nonblocking(true).unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async move {
-                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-                rl_serve::grpc::serve_on(listener, engine, async {
-                    let _ = rx.await;
-                })
-                .await
-                .expect("the gRPC service runs");
-            });
-        });
-        Service {
+        let port = || rl_harness::free_port().expect("a free port");
+        let addr: SocketAddr = format!("127.0.0.1:{}", port()).parse().unwrap();
+        let log = redis.dir().join(format!("rl-serve-{}.log", addr.port()));
+        let child = Command::new(env!("CARGO_BIN_EXE_rl-serve"))
+            .arg("--config")
+            .arg(config)
+            .args(["--redis", &redis.url()])
+            .args(["--listen", &format!("127.0.0.1:{}", port())])
+            .args(["--grpc", &addr.to_string()])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("start rl-serve");
+        let svc = Service {
             addr,
-            shutdown: Some(tx),
-            thread: Some(thread),
+            child,
+            log,
             _redis: redis,
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(addr).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "rl serve --grpc did not listen:\n{}",
+                svc.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
         }
+        svc
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// SIGTERM, and the exit status if it exits within `within`.
+    pub fn terminate(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        rl_harness::process::signal(self.child.id(), libc::SIGTERM).unwrap();
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
     }
 
     /// One `ShouldRateLimit` through `rls-client check`; `args` are its flags after `-addr`.
@@ -136,11 +154,11 @@ impl Service {
 
 impl Drop for Service {
     fn drop(&mut self) {
-        if let Some(tx) = self.shutdown.take() {
-            let _ = tx.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
+        if self.child.try_wait().ok().flatten().is_none()
+            && self.terminate(Duration::from_secs(5)).is_none()
+        {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
         }
     }
 }
