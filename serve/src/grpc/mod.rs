@@ -42,8 +42,8 @@ pub async fn serve(
     serve_on(listener, engine, shutdown).await
 }
 
-/// [`serve`] on a listener the caller already bound (a free port chosen by a test, or a socket
-/// handed over by the process that owns the listen address).
+/// [`serve`] on a listener the caller already bound (`rl serve` binds at startup, so a bad
+/// `--grpc` address is refused before anything runs).
 pub async fn serve_on(
     listener: TcpListener,
     engine: Arc<Engine>,
