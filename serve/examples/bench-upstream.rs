@@ -45,7 +45,9 @@ async fn main() {
     let start = Instant::now();
     let arrivals: Arc<Mutex<Vec<u64>>> = Arc::default();
     loop {
-        let Ok((s, _)) = listener.accept().await else { continue };
+        let Ok((s, _)) = listener.accept().await else {
+            continue;
+        };
         let _ = s.set_nodelay(true);
         let arrivals = arrivals.clone();
         tokio::spawn(async move {

@@ -67,7 +67,8 @@ pub async fn run(a: ServeArgs) -> Result<(), String> {
         a.config.clone(),
         Duration::from_millis(a.reload_ms.max(10)),
     );
-    let listener = bind(a.listen, a.reuse_port).map_err(|e| format!("--listen {}: {e}", a.listen))?;
+    let listener =
+        bind(a.listen, a.reuse_port).map_err(|e| format!("--listen {}: {e}", a.listen))?;
     tracing::info!(addr = %a.listen, proxy = a.upstream.as_deref().unwrap_or("-"), "HTTP listening");
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let state = Arc::new(http::Http {
