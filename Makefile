@@ -1,6 +1,6 @@
 # One entry point. `make test` runs every test (installing what is missing); `make bench` runs the
 # design's benchmark against a private local Redis; `make demo` shows one key being limited.
-.PHONY: build test bench bench-grpc bench-http bench-python throughput demo scenarios hotkey clean
+.PHONY: build test bench bench-grpc bench-http bench-python bench-serve throughput demo scenarios hotkey clean
 
 build:
 	cargo build --release -p rl-cli
@@ -28,6 +28,11 @@ bench-http:
 	bash bindings-python/bench/http/run.sh $(BENCH_HTTP_ARGS)
 	bash bindings-node/bench/http/run.sh
 	bash bindings-java/bench/http/run.sh
+
+# The design's section-4 gateway benchmark, as written: wrk -t8 -c100 --latency against rl serve in
+# proxy mode (1, 2 and 4 processes on one local Redis) and behind nginx auth_request.
+bench-serve:
+	bash serve/bench/run.sh
 
 throughput: build
 	target/release/rl throughput

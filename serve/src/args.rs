@@ -14,6 +14,10 @@ pub struct ServeArgs {
     /// The HTTP listener: /check, /metrics, /healthz, /readyz, and the proxy with --upstream.
     #[arg(long, env = "RL_SERVE_LISTEN", default_value = "127.0.0.1:8081")]
     pub listen: SocketAddr,
+    /// Let several rl serve processes listen on the same --listen address (SO_REUSEPORT: the
+    /// kernel spreads connections over them).
+    #[arg(long)]
+    pub reuse_port: bool,
     /// Also serve Envoy's rate-limit service (envoy.service.ratelimit.v3) over gRPC here.
     #[arg(long, env = "RL_SERVE_GRPC", value_name = "ADDR")]
     pub grpc: Option<SocketAddr>,

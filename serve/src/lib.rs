@@ -68,9 +68,8 @@ pub async fn run(a: ServeArgs) -> Result<(), String> {
         a.config.clone(),
         Duration::from_millis(a.reload_ms.max(10)),
     );
-    let listener = tokio::net::TcpListener::bind(a.listen)
-        .await
-        .map_err(|e| format!("--listen {}: {e}", a.listen))?;
+    let listener =
+        bind(a.listen, a.reuse_port).map_err(|e| format!("--listen {}: {e}", a.listen))?;
     tracing::info!(addr = %a.listen, proxy = a.upstream.as_deref().unwrap_or("-"), "HTTP listening");
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let state = Arc::new(http::Http {
@@ -98,6 +97,21 @@ pub async fn run(a: ServeArgs) -> Result<(), String> {
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+fn bind(addr: std::net::SocketAddr, reuse_port: bool) -> std::io::Result<tokio::net::TcpListener> {
+    let sock = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    sock.set_reuseaddr(true)?;
+    #[cfg(unix)]
+    if reuse_port {
+        sock.set_reuseport(true)?;
+    }
+    sock.bind(addr)?;
+    sock.listen(4096)
 }
 
 async fn shutdown_signal() {

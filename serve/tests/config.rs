@@ -120,3 +120,20 @@ descriptors:
     assert_eq!(p.domains.len(), 2);
     assert_eq!(p.count(), 6);
 }
+
+#[test]
+fn a_directory_holds_one_domain_per_file_and_refuses_a_domain_twice() {
+    let dir = std::env::temp_dir().join(format!("rl-serve-config-dir-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let a = "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n";
+    std::fs::write(dir.join("a.yaml"), a).unwrap();
+    std::fs::write(dir.join("b.yml"), a.replace("domain: a", "domain: b")).unwrap();
+    std::fs::write(dir.join("notes.txt"), "not a policy").unwrap();
+    let p = load(&dir, &Metrics::default()).unwrap();
+    assert_eq!(p.domains.len(), 2);
+    assert_eq!(p.files.len(), 2);
+    std::fs::write(dir.join("c.yaml"), a).unwrap();
+    let e = load(&dir, &Metrics::default()).unwrap_err();
+    assert!(e.file.ends_with("c.yaml"), "{e}");
+    assert!(e.reason.contains("duplicate domain \"a\""), "{e}");
+}

@@ -145,7 +145,7 @@ async fn proxy_mode_is_exact_under_concurrent_load_as_the_upstream_counts() {
     let up = Upstream::start().await;
     let dir = scratch("proxy");
     let cfg = dir.join("p.yaml");
-    let (limit, window_ms) = (20u64, 500u64);
+    let (limit, window_ms) = (20u64, 1000u64);
     write_atomic(
         &cfg,
         &format!(
@@ -162,11 +162,17 @@ descriptors:
 "#
         ),
     );
-    let serve = Serve::start(&cfg, Some(&redis.url()), &["--upstream", &up.url()]);
+    // Exactness is Redis's: the local fallback (which decides alone, inexactly, while Redis
+    // answers slowly, as it may on a loaded test machine) is off here; /readyz tests it.
+    let serve = Serve::start(
+        &cfg,
+        Some(&redis.url()),
+        &["--upstream", &up.url(), "-o", "local_fallback=false"],
+    );
     let c = client();
     let url = serve.url("/api/order/create");
     let (ok, denied) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-    let run = Duration::from_millis(2500);
+    let run = Duration::from_millis(3000);
     let start = Instant::now();
     let mut tasks = Vec::new();
     for _ in 0..24 {
@@ -209,9 +215,10 @@ descriptors:
         denied > ok,
         "the load must exceed the limit: {ok} ok, {denied} denied"
     );
-    // Redis decides on its clock; the upstream stamps arrivals on its own, a few ms of
-    // loopback and scheduling later. Any span of the window less that slack holds <= limit.
-    let slack = Duration::from_millis(25);
+    // Redis decides on its clock; the upstream stamps arrivals on its own, after the proxy's
+    // queueing (tens of ms on a loaded machine): a request admitted at a window's end can land
+    // in the next one. Any span of the window less that slack holds <= limit.
+    let slack = Duration::from_millis(100);
     let most = most_in_any(&arrivals, Duration::from_millis(window_ms) - slack);
     assert!(
         most as u64 <= limit,
