@@ -51,7 +51,10 @@ REDIS_SOCKET_TYPE=tcp REDIS_URL="127.0.0.1:$RL_TEST_REDIS_PORT" \
 pids+=($!)
 
 rl_grpc="$(free_port)"
+# Every rl decision is Redis's, as every peer decision is: no local fallback (which would answer
+# alone while Redis is slow on this loaded machine). The denial cache stays on: it is exact.
 RL_LOG=warn "$GRPC_BENCH_RL" serve --config "$config" --redis "$RL_TEST_REDIS_URL" \
+  -o local_fallback=false \
   --listen "127.0.0.1:$(free_port)" --grpc "127.0.0.1:$rl_grpc" > "$work/rl.log" 2>&1 &
 pids+=($!)
 

@@ -58,6 +58,11 @@ impl Service {
     /// `rl serve --config <config>`: a file, or a directory of `*.yaml` as envoyproxy/ratelimit
     /// reads its runtime directory.
     pub fn start(config: &Path) -> Service {
+        Service::start_with(config, &[])
+    }
+
+    /// [`Service::start`] with more `rl serve` flags.
+    pub fn start_with(config: &Path, extra: &[&str]) -> Service {
         let redis = RedisServer::start().expect("start redis-server");
         let port = || rl_harness::free_port().expect("a free port");
         let addr: SocketAddr = format!("127.0.0.1:{}", port()).parse().unwrap();
@@ -68,6 +73,7 @@ impl Service {
             .args(["--redis", &redis.url()])
             .args(["--listen", &format!("127.0.0.1:{}", port())])
             .args(["--grpc", &addr.to_string()])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
