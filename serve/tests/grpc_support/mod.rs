@@ -14,13 +14,15 @@ use std::time::{Duration, Instant};
 use rl_harness::RedisServer;
 use serde_json::Value;
 
-/// The directory holding the Go tools, built once per test binary.
+/// The directory holding the Go tools (the clients and envoyproxy/ratelimit itself), built once
+/// per test binary and skipped when present.
 pub fn tools() -> &'static Path {
     static TOOLS: OnceLock<PathBuf> = OnceLock::new();
     TOOLS.get_or_init(|| {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/build-go-tools.sh");
         let out = Command::new("bash")
             .arg(&script)
+            .arg("--peer")
             .output()
             .expect("run build-go-tools.sh");
         assert!(
@@ -113,12 +115,9 @@ impl Service {
         None
     }
 
-    /// One `ShouldRateLimit` through `rls-client check`; `args` are its flags after `-addr`.
+    /// One `ShouldRateLimit` through `rls-client check`; `args` are its flags after `-domain`.
     pub fn check(&self, domain: &str, args: &[&str]) -> Value {
-        let out = run(Command::new(tools().join("rls-client"))
-            .args(["check", "-addr", &self.addr.to_string(), "-domain", domain])
-            .args(args));
-        serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"))
+        check(self.addr, domain, args)
     }
 
     /// One request through envoyproxy/ratelimit's `client_cmd`: its printed response line.
@@ -167,6 +166,84 @@ impl Drop for Service {
             let _ = self.child.wait();
         }
     }
+}
+
+/// envoyproxy/ratelimit itself (`service_cmd`, built from the Go module proxy) on free loopback
+/// ports and its own redis-server, reading `config` from a runtime directory as it does in
+/// production; stopped when dropped.
+pub struct Peer {
+    pub addr: SocketAddr,
+    child: Child,
+    log: PathBuf,
+    _redis: RedisServer,
+}
+
+impl Peer {
+    pub fn start(config: &Path) -> Peer {
+        let redis = RedisServer::start().expect("start redis-server");
+        let runtime = redis.dir().join("runtime");
+        let app = runtime.join("ratelimit/config");
+        std::fs::create_dir_all(&app).unwrap();
+        std::fs::copy(config, app.join(config.file_name().unwrap())).unwrap();
+        let port = || rl_harness::free_port().expect("a free port").to_string();
+        let grpc = port();
+        let addr: SocketAddr = format!("127.0.0.1:{grpc}").parse().unwrap();
+        let log = redis.dir().join("ratelimit.log");
+        let child = Command::new(tools().join("service_cmd"))
+            .env("REDIS_SOCKET_TYPE", "tcp")
+            .env("REDIS_URL", format!("127.0.0.1:{}", redis.port()))
+            .env("RUNTIME_ROOT", &runtime)
+            .env("RUNTIME_SUBDIRECTORY", "ratelimit")
+            .env("RUNTIME_WATCH_ROOT", "false")
+            .env("USE_STATSD", "false")
+            .env("LOG_LEVEL", "warn")
+            .env("HOST", "127.0.0.1")
+            .env("PORT", port())
+            .env("DEBUG_HOST", "127.0.0.1")
+            .env("DEBUG_PORT", port())
+            .env("GRPC_HOST", "127.0.0.1")
+            .env("GRPC_PORT", &grpc)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("start envoyproxy/ratelimit");
+        let peer = Peer {
+            addr,
+            child,
+            log,
+            _redis: redis,
+        };
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while std::net::TcpStream::connect(addr).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "envoyproxy/ratelimit did not listen:\n{}",
+                std::fs::read_to_string(&peer.log).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        peer
+    }
+
+    /// One `ShouldRateLimit` through `rls-client check`.
+    pub fn check(&self, domain: &str, args: &[&str]) -> Value {
+        check(self.addr, domain, args)
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = rl_harness::process::terminate(self.child.id(), Duration::from_secs(5));
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn check(addr: SocketAddr, domain: &str, args: &[&str]) -> Value {
+    let out = run(Command::new(tools().join("rls-client"))
+        .args(["check", "-addr", &addr.to_string(), "-domain", domain])
+        .args(args));
+    serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"))
 }
 
 fn run(cmd: &mut Command) -> String {
