@@ -30,4 +30,7 @@ done
 for tool in cargo redis-server; do
   command -v "$tool" >/dev/null 2>&1 || { echo "ensure-deps: $tool is missing" >&2; exit 1; }
 done
+# rl serve's gRPC tests build Go clients and envoyproxy/ratelimit from the Go module proxy
+# (serve/tools/build-go-tools.sh); Go itself comes with the machine.
+command -v go >/dev/null 2>&1 || { echo "ensure-deps: go is missing (rl serve's gRPC tests)" >&2; exit 1; }
 echo "ensure-deps: $(redis-server --version | cut -d' ' -f1-3), $(cargo --version)"
