@@ -279,6 +279,13 @@ fn hits_addend_is_the_cost_per_request_and_per_descriptor() {
     assert_eq!(remaining(&r, 1), 2, "1 of 3: {r}");
 }
 
+/// Whole seconds from the first send to the last answer, rounded up.
+fn span_secs(paced: &[grpc_support::Paced]) -> u64 {
+    let first = paced.iter().map(|p| p.send_ns).min().unwrap();
+    let last = paced.iter().map(|p| p.recv_ns).max().unwrap();
+    ((last - first) as u64).div_ceil(1_000_000_000)
+}
+
 /// `basic.yaml`'s `key1`: 50 per second. Paced at 5x the limit for 2.5 s from an arbitrary phase
 /// of the second, a fixed window (envoyproxy/ratelimit's) admits up to 100 in one second across
 /// a boundary; rl's sliding window admits at most 50 in ANY second, and about 50 per second.
@@ -295,9 +302,11 @@ fn sliding_window_admits_at_most_the_limit_in_any_window_across_boundaries() {
         paced[..50].iter().all(|p| p.admitted),
         "a fresh key admits its first 50"
     );
+    // Any span of whole seconds holds at most 50 per second; a loaded machine may stretch the run.
+    let most_possible = 50 * span_secs(&paced);
     assert!(
-        (100..=150).contains(&admitted),
-        "about 50 per second over 2.5 s: {admitted}"
+        (100..=most_possible).contains(&(admitted as u64)),
+        "about 50 per second over 2.5 s: {admitted} (at most {most_possible})"
     );
 
     // The same with a cost of 5 per request: 10 requests per second.
@@ -308,8 +317,9 @@ fn sliding_window_admits_at_most_the_limit_in_any_window_across_boundaries() {
         most <= 50,
         "{most} hits admitted within one second (limit 50)"
     );
+    let most_possible = 10 * span_secs(&paced);
     assert!(
-        (20..=30).contains(&admitted),
-        "about 10 requests per second over 2.5 s: {admitted}"
+        (20..=most_possible).contains(&(admitted as u64)),
+        "about 10 requests per second over 2.5 s: {admitted} (at most {most_possible})"
     );
 }

@@ -49,25 +49,13 @@ fn comparable(status: &Value, peer_name: &str) -> Value {
     })
 }
 
-fn seconds_into_minute() -> f64 {
+fn minute_now() -> (u64, f64) {
     let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
-    (now.as_secs_f64()) % 60.0
+    (now.as_secs() / 60, now.as_secs_f64() % 60.0)
 }
 
-#[test]
-fn rl_answers_envoyproxy_ratelimit_example_config_as_envoyproxy_ratelimit_does() {
-    let config = envoy_configs().join("example.yaml");
-    let rl = Service::start(&config);
-    let peer = Peer::start(&config);
-
-    // The sequence takes a few seconds; start it where the peer's minute has room for it.
-    let into = seconds_into_minute();
-    if into > 45.0 {
-        std::thread::sleep(Duration::from_secs_f64(60.2 - into));
-    }
-    let minute = |t: SystemTime| t.duration_since(UNIX_EPOCH).unwrap().as_secs() / 60;
-    let started = SystemTime::now();
-
+/// Asks both servers the whole sequence; the first disagreement, if any.
+fn ask_both(rl: &Service, peer: &Peer) -> Result<usize, String> {
     let mut asked = 0;
     for (descriptors, times) in SEQUENCE {
         let mut args = Vec::new();
@@ -78,23 +66,50 @@ fn rl_answers_envoyproxy_ratelimit_example_config_as_envoyproxy_ratelimit_does()
             let ours = rl.check("rl", &args);
             let theirs = peer.check("rl", &args);
             let what = format!("{descriptors:?} #{i}:\n  rl:    {ours}\n  peer:  {theirs}");
-            assert_eq!(ours["overall_code"], theirs["overall_code"], "{what}");
             let (o, t) = (
                 ours["statuses"].as_array().unwrap(),
                 theirs["statuses"].as_array().unwrap(),
             );
-            assert_eq!(o.len(), t.len(), "{what}");
+            if ours["overall_code"] != theirs["overall_code"] || o.len() != t.len() {
+                return Err(what);
+            }
             for (os, ts) in o.iter().zip(t) {
                 let name = ts["current_limit"]["name"].as_str().unwrap_or("");
-                assert_eq!(comparable(os, name), comparable(ts, name), "{what}");
+                if comparable(os, name) != comparable(ts, name) {
+                    return Err(what);
+                }
             }
             asked += 1;
         }
     }
-    assert_eq!(
-        minute(started),
-        minute(SystemTime::now()),
-        "the sequence crossed a minute boundary: the peer's fixed window reset midway"
-    );
-    assert!(asked >= 40, "{asked} calls compared");
+    Ok(asked)
+}
+
+#[test]
+fn rl_answers_envoyproxy_ratelimit_example_config_as_envoyproxy_ratelimit_does() {
+    let config = envoy_configs().join("example.yaml");
+    // The peer's window is the calendar minute: a sequence that crosses one is started again on
+    // fresh servers (its answers then mean nothing); one that does not must agree throughout.
+    for attempt in 0..2 {
+        let rl = Service::start(&config);
+        let peer = Peer::start(&config);
+        let (_, into) = minute_now();
+        if into > 45.0 {
+            std::thread::sleep(Duration::from_secs_f64(60.2 - into));
+        }
+        let (started, _) = minute_now();
+        let outcome = ask_both(&rl, &peer);
+        if minute_now().0 != started {
+            eprintln!("attempt {attempt} crossed a minute boundary; starting again");
+            continue;
+        }
+        match outcome {
+            Ok(asked) => {
+                assert_eq!(asked, 48, "every call compared");
+                return;
+            }
+            Err(what) => panic!("rl and envoyproxy/ratelimit disagree on {what}"),
+        }
+    }
+    panic!("two attempts crossed a minute boundary: the machine is too slow for this test");
 }
