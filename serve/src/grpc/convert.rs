@@ -164,3 +164,85 @@ pub fn error_status(err: &rl_core::Error) -> Status {
         ErrorKind::Backend | ErrorKind::ClockSkew => Status::internal(message),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(overall: Code, statuses: Vec<DescriptorStatus>) -> CheckResult {
+        CheckResult {
+            overall,
+            statuses,
+            headers: vec![("RateLimit".into(), "\"a\";r=0;t=1".into())],
+            problem_body: Some("{}".into()),
+            retry_after: Duration::from_secs(1),
+            mode: rl_core::Mode::Normal,
+        }
+    }
+
+    fn limited(code: Code, remaining: u64, shadow_denied: bool) -> DescriptorStatus {
+        DescriptorStatus {
+            code,
+            limit: Some(AppliedLimit {
+                name: "a".into(),
+                requests_per_unit: 5_000_000_000,
+                unit: Unit::Week,
+                window: Duration::from_secs(7 * 86_400),
+            }),
+            limit_remaining: remaining,
+            duration_until_reset: Duration::from_millis(1_500),
+            shadow_denied,
+        }
+    }
+
+    #[test]
+    fn counts_saturate_at_uint32_and_durations_keep_their_nanos() {
+        let r = response(result(Code::Ok, vec![limited(Code::Ok, 1 << 40, false)]));
+        let s = &r.statuses[0];
+        let l = s.current_limit.as_ref().unwrap();
+        assert_eq!(l.requests_per_unit, u32::MAX);
+        assert_eq!(l.unit, PbUnit::Week as i32);
+        assert_eq!(s.limit_remaining, u32::MAX);
+        let d = s.duration_until_reset.as_ref().unwrap();
+        assert_eq!((d.seconds, d.nanos), (1, 500_000_000));
+    }
+
+    #[test]
+    fn the_problem_body_and_its_type_go_only_with_a_denial() {
+        let ok = response(result(Code::Ok, vec![limited(Code::Ok, 1, false)]));
+        assert!(ok.raw_body.is_empty());
+        assert!(ok
+            .response_headers_to_add
+            .iter()
+            .all(|h| h.key != "content-type"));
+        let denied = response(result(
+            Code::OverLimit,
+            vec![limited(Code::OverLimit, 0, false)],
+        ));
+        assert_eq!(denied.overall_code, PbCode::OverLimit as i32);
+        assert_eq!(denied.raw_body, b"{}");
+        assert!(denied
+            .response_headers_to_add
+            .iter()
+            .any(|h| h.key == "content-type" && h.value == "application/problem+json"));
+    }
+
+    #[test]
+    fn shadow_denials_are_named_in_dynamic_metadata_and_unmatched_descriptors_have_no_limit() {
+        let none = DescriptorStatus {
+            code: Code::Ok,
+            limit: None,
+            limit_remaining: 0,
+            duration_until_reset: Duration::ZERO,
+            shadow_denied: false,
+        };
+        let r = response(result(Code::Ok, vec![limited(Code::Ok, 0, true), none]));
+        let meta = r.dynamic_metadata.expect("a shadow denial is reported");
+        let Some(Kind::ListValue(names)) = &meta.fields[SHADOW_DENIED].kind else {
+            panic!("a list of names")
+        };
+        assert_eq!(names.values, vec![string_value("a".into())]);
+        assert!(r.statuses[1].current_limit.is_none());
+        assert!(r.statuses[1].duration_until_reset.is_none());
+    }
+}
