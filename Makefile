@@ -1,6 +1,6 @@
 # One entry point. `make test` runs every test (installing what is missing); `make bench` runs the
 # design's benchmark against a private local Redis; `make demo` shows one key being limited.
-.PHONY: build test bench bench-http bench-python throughput demo scenarios hotkey clean
+.PHONY: build test bench bench-grpc bench-http bench-python bench-serve throughput demo scenarios hotkey clean
 
 build:
 	cargo build --release -p rl-cli
@@ -10,6 +10,12 @@ test:
 
 bench: build
 	target/release/rl bench
+
+# Envoy's gRPC rate-limit service: envoyproxy/ratelimit (fixed window, built from the Go module
+# proxy) beside `rl serve --grpc` on the same private redis-server and the same load generator:
+# decisions/s, P99, and the most admitted in any window across a window boundary.
+bench-grpc:
+	bash serve/bench/grpc.sh
 
 # Python: rl vs `limits` (redis-py + hiredis), 1 and 16 threads, one key and 100k keys, pinned
 # and unpinned, against a private redis-server (release wheel in target/py-bench-venv).
@@ -22,6 +28,11 @@ bench-http:
 	bash bindings-python/bench/http/run.sh $(BENCH_HTTP_ARGS)
 	bash bindings-node/bench/http/run.sh
 	bash bindings-java/bench/http/run.sh
+
+# The design's section-4 gateway benchmark, as written: wrk -t8 -c100 --latency against rl serve in
+# proxy mode (1, 2 and 4 processes on one local Redis) and behind nginx auth_request.
+bench-serve:
+	bash serve/bench/run.sh
 
 throughput: build
 	target/release/rl throughput

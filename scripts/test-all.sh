@@ -17,6 +17,9 @@ cargo run -q --locked -p rl-gen -- --check
 echo "== build (workspace, debug)"
 cargo build --workspace --all-targets --locked
 
+echo "== Go programs for rl serve's gRPC tests (built once into target/tools)"
+bash serve/tools/build-go-tools.sh --peer >/dev/null
+
 echo "== Rust tests"
 cargo test --workspace --locked
 

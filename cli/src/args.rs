@@ -31,6 +31,9 @@ pub enum Command {
     Throughput(ThroughputArgs),
     /// Every limiter option (for --option NAME=VALUE): default, accepted values, what it does
     Options,
+    /// rl as a service: Envoy's rate-limit service (gRPC), an HTTP check endpoint for nginx
+    /// auth_request / Traefik forwardAuth, a reverse proxy; policies in envoyproxy/ratelimit's YAML
+    Serve(rl_serve::ServeArgs),
     /// One process of `rl bench --scenario hot-key --processes N` (internal)
     #[command(hide = true)]
     BenchWorker(WorkerArgs),

@@ -64,6 +64,7 @@ fn main() -> ExitCode {
         Command::Bench(a) => bench::run(a),
         Command::Throughput(a) => throughput::run(a),
         Command::Options => options::list(),
+        Command::Serve(a) => serve(a),
         Command::BenchWorker(a) => bench::hotkey::worker::run(a),
     };
     match outcome {
@@ -73,6 +74,15 @@ fn main() -> ExitCode {
             ExitCode::from(f.code)
         }
     }
+}
+
+/// `rl serve`: runs until SIGTERM / SIGINT (exit 0), or fails to start (exit 2).
+fn serve(a: rl_serve::ServeArgs) -> CliResult<u8> {
+    rl_serve::init_logs(&a.log_format);
+    runtime()?
+        .block_on(rl_serve::run(a))
+        .map_err(Failure::new)?;
+    Ok(EXIT_ALLOWED)
 }
 
 /// The runtime every subcommand uses. Multi-threaded because the benchmarks measure a limiter

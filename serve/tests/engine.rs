@@ -1,0 +1,224 @@
+//! `Engine::check` against a real redis-server: ratelimit's matching, sliding windows, all or
+//! nothing, shadow mode, bans, replaces, and the IETF headers on the answer.
+
+use std::sync::Arc;
+
+use rl_harness::RedisServer;
+use rl_serve::config::load;
+use rl_serve::decide::{CheckRequest, Code, DescriptorRequest, Entry, Unit};
+use rl_serve::metrics::Metrics;
+use rl_serve::Engine;
+
+const POLICIES: &str = r#"
+domain: api
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: minute, requests_per_unit: 3}
+  - key: user
+    value: vip
+    rate_limit: {unit: minute, requests_per_unit: 5, name: vip}
+  - key: path
+    value: /admin*
+    rate_limit: {unit: minute, requests_per_unit: 0, name: banned}
+  - key: tenant
+    descriptors:
+      - key: method
+        value: POST
+        rate_limit: {unit: second, requests_per_unit: 2}
+  - key: shadow
+    shadow_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: free
+    rate_limit: {unlimited: true}
+  - key: old
+    rate_limit: {unit: minute, requests_per_unit: 1, name: old}
+  - key: new
+    rate_limit: {unit: minute, requests_per_unit: 10, replaces: [{name: old}]}
+  - key: fast
+    rate_limit: {window_ms: 300, requests_per_unit: 2}
+"#;
+
+fn engine(redis: &RedisServer) -> Engine {
+    let dir = std::env::temp_dir().join(format!("rl-serve-engine-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("p.yaml");
+    std::fs::write(&path, POLICIES).unwrap();
+    let metrics = Arc::new(Metrics::default());
+    let policies = load(&path, &metrics).unwrap();
+    let limiter = rl_core::Limiter::open(Some(&redis.url()), Default::default()).unwrap();
+    Engine::new(limiter, policies, metrics)
+}
+
+fn req(descriptors: &[&[(&str, &str)]]) -> CheckRequest {
+    CheckRequest {
+        domain: "api".into(),
+        descriptors: descriptors
+            .iter()
+            .map(|d| DescriptorRequest {
+                entries: d
+                    .iter()
+                    .map(|(k, v)| Entry {
+                        key: k.to_string(),
+                        value: v.to_string(),
+                    })
+                    .collect(),
+                hits_addend: None,
+            })
+            .collect(),
+        hits_addend: 0,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn matching_follows_ratelimit_and_windows_slide() {
+    let redis = RedisServer::start().unwrap();
+    let e = engine(&redis);
+    // A key without value: one counter per value.
+    for _ in 0..3 {
+        let r = e
+            .check(&req(&[&[("remote_address", "1.1.1.1")]]))
+            .await
+            .unwrap();
+        assert_eq!(r.overall, Code::Ok);
+    }
+    let r = e
+        .check(&req(&[&[("remote_address", "1.1.1.1")]]))
+        .await
+        .unwrap();
+    assert_eq!(r.overall, Code::OverLimit);
+    let s = &r.statuses[0];
+    assert_eq!(s.limit.as_ref().unwrap().unit, Unit::Minute);
+    assert!(s.duration_until_reset.as_secs() > 50, "{s:?}");
+    let body = r.problem_body.expect("a denial has a problem body");
+    assert!(body.contains("api.remote_address"), "{body}");
+    assert!(r.headers.iter().any(|(k, _)| k == "Retry-After"));
+    let r = e
+        .check(&req(&[&[("remote_address", "2.2.2.2")]]))
+        .await
+        .unwrap();
+    assert_eq!(r.overall, Code::Ok);
+    assert_eq!(r.statuses[0].limit_remaining, 2);
+    // key_value beats key; an unmatched value of a valued key has no limit.
+    let r = e.check(&req(&[&[("user", "vip")]])).await.unwrap();
+    assert_eq!(r.statuses[0].limit.as_ref().unwrap().name, "vip");
+    let r = e.check(&req(&[&[("user", "nobody")]])).await.unwrap();
+    assert_eq!((r.overall, r.statuses[0].limit.clone()), (Code::Ok, None));
+    // Wildcard prefix, limit 0: always denied.
+    let r = e.check(&req(&[&[("path", "/admin/users")]])).await.unwrap();
+    assert_eq!(r.overall, Code::OverLimit);
+    let r = e.check(&req(&[&[("path", "/public")]])).await.unwrap();
+    assert_eq!(r.overall, Code::Ok);
+    // Nested: the limit is at depth 2 only.
+    let r = e.check(&req(&[&[("tenant", "t1")]])).await.unwrap();
+    assert!(r.statuses[0].limit.is_none());
+    let two = &[("tenant", "t1"), ("method", "POST")][..];
+    let r = e.check(&req(&[two])).await.unwrap();
+    assert_eq!(r.statuses[0].limit.as_ref().unwrap().requests_per_unit, 2);
+    // Unlimited.
+    let r = e.check(&req(&[&[("free", "x")]])).await.unwrap();
+    assert_eq!(r.statuses[0].limit_remaining, u64::from(u32::MAX));
+    // Sliding: 2 per 300 ms.
+    for _ in 0..2 {
+        assert_eq!(
+            e.check(&req(&[&[("fast", "a")]])).await.unwrap().overall,
+            Code::Ok
+        );
+    }
+    let r = e.check(&req(&[&[("fast", "a")]])).await.unwrap();
+    assert_eq!(r.overall, Code::OverLimit);
+    tokio::time::sleep(r.retry_after + std::time::Duration::from_millis(20)).await;
+    assert_eq!(
+        e.check(&req(&[&[("fast", "a")]])).await.unwrap().overall,
+        Code::Ok
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_denied_request_takes_nothing_and_shadow_never_denies() {
+    let redis = RedisServer::start().unwrap();
+    let e = engine(&redis);
+    // remote_address has 3, user vip 5; the banned path denies the request: nothing is taken.
+    for _ in 0..5 {
+        let r = e
+            .check(&req(&[
+                &[("remote_address", "9.9.9.9")],
+                &[("user", "vip")],
+                &[("path", "/admin")],
+            ]))
+            .await
+            .unwrap();
+        assert_eq!(r.overall, Code::OverLimit);
+    }
+    let r = e
+        .check(&req(&[
+            &[("remote_address", "9.9.9.9")],
+            &[("user", "vip")],
+        ]))
+        .await
+        .unwrap();
+    assert_eq!(r.overall, Code::Ok);
+    assert_eq!(r.statuses[0].limit_remaining, 2, "{r:?}");
+    assert_eq!(r.statuses[1].limit_remaining, 4, "{r:?}");
+    let policy = r
+        .headers
+        .iter()
+        .find(|(k, _)| k == "RateLimit-Policy")
+        .unwrap();
+    assert_eq!(
+        policy.1,
+        "\"api.remote_address\";q=3;w=60, \"vip\";q=5;w=60"
+    );
+    // Exhaust remote_address: user vip is then not counted either.
+    e.check(&req(&[&[("remote_address", "9.9.9.9")]]))
+        .await
+        .unwrap();
+    e.check(&req(&[&[("remote_address", "9.9.9.9")]]))
+        .await
+        .unwrap();
+    let r = e
+        .check(&req(&[
+            &[("remote_address", "9.9.9.9")],
+            &[("user", "vip")],
+        ]))
+        .await
+        .unwrap();
+    assert_eq!(r.overall, Code::OverLimit);
+    assert_eq!(r.statuses[0].code, Code::OverLimit);
+    assert_eq!(r.statuses[1].code, Code::Ok);
+    let r = e.check(&req(&[&[("user", "vip")]])).await.unwrap();
+    assert_eq!(
+        r.statuses[0].limit_remaining, 3,
+        "the denied request took nothing"
+    );
+    // Shadow: over its limit of 1, reported, never denied.
+    for i in 0..3 {
+        let r = e.check(&req(&[&[("shadow", "s")]])).await.unwrap();
+        assert_eq!(r.overall, Code::Ok);
+        assert_eq!(r.statuses[0].shadow_denied, i > 0);
+    }
+    // replaces: "new" (10/min) replaces "old" (1/min) when both match.
+    for _ in 0..3 {
+        let r = e
+            .check(&req(&[&[("old", "o")], &[("new", "n")]]))
+            .await
+            .unwrap();
+        assert_eq!(r.overall, Code::Ok);
+        assert!(r.statuses[0].limit.is_none());
+    }
+    // hits_addend is the cost; above the limit it never fits.
+    let mut big = req(&[&[("user", "vip")]]);
+    big.hits_addend = 3;
+    assert_eq!(e.check(&big).await.unwrap().overall, Code::Ok);
+    assert_eq!(e.check(&big).await.unwrap().overall, Code::OverLimit);
+    big.hits_addend = 6;
+    assert_eq!(e.check(&big).await.unwrap().overall, Code::OverLimit);
+    // An unknown domain has no limits.
+    let mut other = req(&[&[("remote_address", "9.9.9.9")]]);
+    other.domain = "nope".into();
+    assert_eq!(e.check(&other).await.unwrap().overall, Code::Ok);
+    let text = e.metrics().render(&e.limiter().stats());
+    assert!(
+        text.contains("rl_decisions_total{policy=\"vip\",outcome=\"ok\",mode=\"normal\"}"),
+        "{text}"
+    );
+}
