@@ -94,7 +94,7 @@ dist_python() {
   local tag="${wheel##*-abi3-}"; tag="${tag%.whl}"
   "$venv/bin/auditwheel" show "$wheel" | tee "$stage/auditwheel.txt"
   # auditwheel names the most compatible policy the wheel meets; maturin's tag must be that one.
-  tr -s ' \n' ' ' <"$stage/auditwheel.txt" | grep -q "consistent with the following platform tag: \"$tag\"" ||
+  grep -q "consistent with the following platform tag: \"$tag\"" <<<"$(tr -s ' \n' ' ' <"$stage/auditwheel.txt")" ||
     { echo "dist.sh: the wheel is tagged $tag, auditwheel disagrees (above)" >&2; exit 1; }
 }
 
@@ -153,7 +153,7 @@ dist_java() {
     cp "$out/$f" "$dist/$f"
   done
   cp bindings-java/pom.xml "$dist/rl-java-$version.pom"
-  unzip -l "$dist/rl-java-$version.jar" | grep -q " native/linux-x86_64/librl_java.so$" ||
+  grep -q " native/linux-x86_64/librl_java.so$" <<<"$(unzip -l "$dist/rl-java-$version.jar")" ||
     { echo "dist.sh: the jar lacks native/linux-x86_64/librl_java.so" >&2; exit 1; }
 }
 

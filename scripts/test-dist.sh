@@ -21,7 +21,7 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}"
-export PIP_DISABLE_PIP_VERSION_CHECK=1
+export PIP_DISABLE_PIP_VERSION_CHECK=1 npm_config_update_notifier=false
 suite_start=$(date +%s)
 dist="$root/dist"
 version="$(python3 scripts/check-versions.py --get)"
@@ -115,7 +115,12 @@ echo "== dist: python wheel $(basename "$wheel") ($(size "$wheel"))"
 py_install "$work/venv-wheel" "$wheel"
 (cd "$work" && clean "$work/venv-wheel/bin/python" program.py "$url" "py-wheel" "$version" "$work/venv-wheel")
 # abi3: the same wheel on the oldest CPython it claims, when this machine has one.
-if py39="$(command -v python3.9)" && "$py39" -c 'import sys; assert sys.version_info[:2] == (3, 9)' 2>/dev/null; then
+py39=""
+for c in "$(command -v python3.9 || true)" "$HOME"/.pyenv/versions/3.9*/bin/python3.9 /usr/bin/python3.9; do
+  if [ -x "$c" ] && "$c" -c 'import sys; assert sys.version_info[:2] == (3, 9)' 2>/dev/null; then py39="$c"; break; fi
+done
+if [ -n "$py39" ]; then
+  echo "abi3: the same wheel on $("$py39" --version)"
   "$py39" -m venv "$work/venv-39"
   "$work/venv-39/bin/pip" install -q --no-index "$wheel"
   (cd "$work" && clean "$work/venv-39/bin/python" program.py "$url" "py-wheel-39" "$version" "$work/venv-39")
@@ -126,7 +131,7 @@ echo "== dist: python sdist $(basename "$sdist") ($(size "$sdist")), built from 
 # The build backend (maturin) comes from the dist venv: --no-build-isolation keeps pip offline.
 clean python3 -m venv "$work/venv-sdist"
 timed "python: pip wheel <sdist> (maturin, cargo: from source)" \
-  "$CARGO_TARGET_DIR/dist-venv/bin/pip" wheel -q --no-index --no-deps --no-build-isolation -w "$work/sdist-wheel" "$sdist"
+  env PATH="$CARGO_TARGET_DIR/dist-venv/bin:$PATH" "$CARGO_TARGET_DIR/dist-venv/bin/pip" wheel -q --no-index --no-deps --no-build-isolation -w "$work/sdist-wheel" "$sdist"
 clean "$work/venv-sdist/bin/pip" install -q --no-index "$work"/sdist-wheel/*.whl
 (cd "$work" && clean "$work/venv-sdist/bin/python" program.py "$url" "py-sdist" "$version" "$work/venv-sdist")
 
@@ -134,8 +139,12 @@ clean "$work/venv-sdist/bin/pip" install -q --no-index "$work"/sdist-wheel/*.whl
 node_main="$dist/rl-limiter-$version.tgz"
 node_plat="$dist/rl-limiter-linux-x64-gnu-$version.tgz"
 echo "== dist: npm $(basename "$node_main") ($(size "$node_main")) + $(basename "$node_plat") ($(size "$node_plat"))"
-tar -tzf "$node_main" | grep -qx 'package/index.d.ts' || { echo "test-dist.sh: index.d.ts missing from $node_main" >&2; exit 1; }
-if tar -tzf "$node_main" | grep -q '\.node$'; then echo "test-dist.sh: $node_main carries an addon" >&2; exit 1; fi
+tar -tzf "$node_main" >"$work/node-main.txt"
+for f in index.d.ts index.js limiter.js limiter.mjs limiter.d.ts limiter.d.mts package.json; do
+  grep -qx "package/$f" "$work/node-main.txt" || { echo "test-dist.sh: $f missing from $node_main" >&2; exit 1; }
+done
+if grep -q '\.node$' "$work/node-main.txt"; then echo "test-dist.sh: $node_main carries an addon" >&2; exit 1; fi
+if grep -q '"scripts"' <<<"$(tar -xzOf "$node_main" package/package.json)"; then echo "test-dist.sh: $node_main has scripts (an install must not build)" >&2; exit 1; fi
 mkdir -p "$work/node-app"
 (
   cd "$work/node-app"
@@ -271,11 +280,10 @@ public final class Main {
 EOF
 (
   cd "$work/java-app"
-  exec_java=(org.codehaus.mojo:exec-maven-plugin:3.6.1:java -Dexec.mainClass=app.Main "-Dexec.args=$url java $version")
-  timed "java: first resolve + build (mvn package, from ~/.m2 mirror)" mvn_clean package
-  mvn_clean -o clean
-  timed "java: mvn -o package (offline)" mvn_clean -o package
-  mvn_clean -o "${exec_java[@]}"
+  exec_java=(org.codehaus.mojo:exec-maven-plugin:3.6.1:java -Dexec.mainClass=app.Main)
+  timed "java: first resolve + build + run (from the ~/.m2 mirror)" mvn_clean package "${exec_java[@]}" "-Dexec.args=$url java-1 $version"
+  rm -rf target
+  timed "java: mvn -o package + run (offline)" mvn_clean -o package "${exec_java[@]}" "-Dexec.args=$url java-2 $version"
 )
 
 # ---------------------------------------------------------------- C
@@ -292,7 +300,7 @@ done
 [ "$(readlink "$prefix/lib/librl.so")" = "librl.so.$major" ] && [ "$(readlink "$prefix/lib/librl.so.$major")" = "librl.so.$version" ] ||
   { echo "test-dist.sh: lib/librl.so -> librl.so.$major -> librl.so.$version symlinks wrong" >&2; exit 1; }
 so="$prefix/lib/librl.so.$version"
-readelf -d "$so" | grep -q "(SONAME) *Library soname: \[librl.so.$major\]" || { echo "test-dist.sh: SONAME is not librl.so.$major" >&2; readelf -d "$so" >&2; exit 1; }
+grep -q "(SONAME) *Library soname: \[librl.so.$major\]" <<<"$(readelf -d "$so")" || { echo "test-dist.sh: SONAME is not librl.so.$major" >&2; readelf -d "$so" >&2; exit 1; }
 # Exactly the functions rl.h declares are exported: no Rust, no dependency symbols.
 nm -D --defined-only "$so" | awk '{print $3}' | sort >"$work/exported.txt"
 grep -oE '\brl_[a-z0-9_]+\(' "$prefix/include/rl.h" | tr -d '(' | sort -u >"$work/declared.txt"
@@ -333,7 +341,7 @@ EOF
   [ "$(clean pkg-config --modversion rl)" = "$version" ] || { echo "test-dist.sh: pkg-config --modversion rl is not $version" >&2; exit 1; }
   # shellcheck disable=SC2046
   clean cc -Wall -Wextra -Werror -o "$work/c-program" "$work/program.c" $(clean pkg-config --cflags --libs rl)
-  readelf -d "$work/c-program" | grep -q "(NEEDED) *Shared library: \[librl.so.$major\]" || { echo "test-dist.sh: the program does not need librl.so.$major" >&2; exit 1; }
+  grep -q "(NEEDED) *Shared library: \[librl.so.$major\]" <<<"$(readelf -d "$work/c-program")" || { echo "test-dist.sh: the program does not need librl.so.$major" >&2; exit 1; }
   clean env LD_LIBRARY_PATH="$prefix/lib" "$work/c-program" "$url" c-shared "$version"
   # The static library, with pkg-config's --static companions.
   # shellcheck disable=SC2046
@@ -351,7 +359,7 @@ clean env LD_LIBRARY_PATH="$work/c-installed/lib" "$work/c-program-installed" "$
 cli="$dist/rl-$version-linux-x86_64"
 echo "== dist: $(basename "$cli") ($(size "$cli"))"
 echo "ldd:"; ldd "$cli" | sed 's/^/  /'
-if ldd "$cli" | grep -Eqi 'libssl|libcrypto'; then echo "test-dist.sh: the rl binary links OpenSSL" >&2; exit 1; fi
+if grep -Eqi 'libssl|libcrypto' <<<"$(ldd "$cli")"; then echo "test-dist.sh: the rl binary links OpenSSL" >&2; exit 1; fi
 mkdir -p "$work/bin" && cp "$cli" "$work/bin/rl"
 [ "$(clean "$work/bin/rl" --version)" = "rl $version" ] || { echo "test-dist.sh: rl --version is not 'rl $version'" >&2; exit 1; }
 echo "rl --version: $(clean "$work/bin/rl" --version)"
