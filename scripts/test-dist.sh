@@ -72,7 +72,6 @@ redis-cli -p "$port" ping >/dev/null || { echo "test-dist.sh: redis-server did n
 url="redis://127.0.0.1:$port/"
 echo "== dist: redis-server pid $redis_pid on $url"
 
-timings=()
 size() { du -h --apparent-size "$1" | cut -f1; }
 # timed LABEL CMD...: runs CMD, records its wall time under LABEL.
 timed() {
@@ -81,7 +80,8 @@ timed() {
   t0=$(date +%s.%N)
   "$@"
   t1=$(date +%s.%N)
-  timings+=("$(printf '%-52s %6.1f s' "$label" "$(echo "$t1 - $t0" | bc)")")
+  # A file, not a variable: some steps run in subshells.
+  printf '  %-64s %6.1f s\n' "$label" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" >>"$work/timings.txt"
 }
 
 # ---------------------------------------------------------------- Python
@@ -128,10 +128,22 @@ else
   echo "(no CPython 3.9 here: the abi3 wheel was run on $(clean python3 --version) only)"
 fi
 echo "== dist: python sdist $(basename "$sdist") ($(size "$sdist")), built from source once, with cargo on PATH"
-# The build backend (maturin) comes from the dist venv: --no-build-isolation keeps pip offline.
+# Built from the sdist's own files: unpacked, its Rust sources made newer than any build in the
+# shared target dir, so cargo compiles rl-core and the extension from them (the crates.io
+# dependencies are reused: they are the same crates either way). The build backend (maturin)
+# comes from the dist venv and --no-build-isolation keeps pip offline.
+mkdir -p "$work/sdist-src"
+tar -C "$work/sdist-src" -xzf "$sdist"
+src="$work/sdist-src/rl_limiter-$version"
+find "$src" -name '*.rs' -exec touch {} +
+timed "python: pip wheel <sdist> (maturin + cargo, from source)" \
+  env PATH="$CARGO_TARGET_DIR/dist-venv/bin:$PATH" "$CARGO_TARGET_DIR/dist-venv/bin/pip" wheel -v --no-index --no-deps \
+  --no-build-isolation -w "$work/sdist-wheel" "$src" >"$work/sdist-build.log" 2>&1 || { cat "$work/sdist-build.log" >&2; exit 1; }
+for crate in rl-core rl-python; do
+  grep -q "Compiling $crate v$version ($src/" "$work/sdist-build.log" ||
+    { cat "$work/sdist-build.log" >&2; echo "test-dist.sh: $crate was not compiled from the sdist's sources" >&2; exit 1; }
+done
 clean python3 -m venv "$work/venv-sdist"
-timed "python: pip wheel <sdist> (maturin, cargo: from source)" \
-  env PATH="$CARGO_TARGET_DIR/dist-venv/bin:$PATH" "$CARGO_TARGET_DIR/dist-venv/bin/pip" wheel -q --no-index --no-deps --no-build-isolation -w "$work/sdist-wheel" "$sdist"
 clean "$work/venv-sdist/bin/pip" install -q --no-index "$work"/sdist-wheel/*.whl
 (cd "$work" && clean "$work/venv-sdist/bin/python" program.py "$url" "py-sdist" "$version" "$work/venv-sdist")
 
@@ -372,7 +384,7 @@ echo
 echo "== dist: sizes"
 (cd "$dist" && for f in *.whl *.tar.gz *.tgz *.jar "rl-$version-linux-x86_64"; do printf '  %-60s %s\n' "$f" "$(size "$f")"; done)
 echo "== dist: install times"
-printf '  %s\n' "${timings[@]}"
+cat "$work/timings.txt"
 [ -n "${build_secs:-}" ] && echo "== dist: make dist took ${build_secs} s"
 echo "== dist: suite took $(( $(date +%s) - suite_start )) s"
 echo "dist: all artifacts installed and used without cargo or rustc"
