@@ -36,7 +36,7 @@ platform=linux-x86_64
 [ "$(uname -s)-$(uname -m)" = "Linux-x86_64" ] || { echo "dist.sh: builds $platform artifacts only (this is $(uname -s)-$(uname -m))" >&2; exit 1; }
 mkdir -p "$dist" "$stage"
 
-step() { echo "== dist: $*"; }
+step() { echo "== dist: $* (at ${SECONDS} s)"; }
 
 build_native() {
   step "cargo build --release (rl-cli, rl-c, rl-java, rl-node: one rl-core build)"
@@ -164,6 +164,7 @@ case "$what" in
     step "SHA256SUMS"
     (cd "$dist" && rm -f SHA256SUMS && sha256sum -- *.whl *.tar.gz *.tgz *.jar *.pom "rl-$version-$platform" >SHA256SUMS)
     ls -l "$dist"
+    echo "== dist: done in ${SECONDS} s"
     ;;
   c)
     build_native # the same build as `all` (a no-op after it): a lone -p rl-c would unify other features
