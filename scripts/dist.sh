@@ -146,7 +146,8 @@ dist_java() {
   rm -rf "$native" && mkdir -p "$native"
   strip --strip-unneeded -o "$native/librl_java.so" "$release/librl_java.so"
   mvn -B -ntp -q -Dstyle.color=never -f bindings-java/pom.xml -P dist -Drl.cargo.skip=true \
-    -Drl.cargo.target.dir="$native" -Drl.cargo.outdir=. -Dmaven.test.skip=true clean package
+    -Drl.cargo.target.dir="$native" -Drl.cargo.outdir=. -Dmaven.test.skip=true clean package >"$stage/mvn.log" 2>&1 ||
+    { cat "$stage/mvn.log" >&2; exit 1; }
   local out=bindings-java/target/dist
   rm -f "$dist"/rl-java-*
   for f in "rl-java-$version.jar" "rl-java-$version-sources.jar" "rl-java-$version-javadoc.jar"; do

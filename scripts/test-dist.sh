@@ -223,7 +223,8 @@ cat >"$work/settings.xml" <<EOF
   <mirrors><mirror><id>seed</id><mirrorOf>*</mirrorOf><url>file://$HOME/.m2/repository</url></mirror></mirrors>
 </settings>
 EOF
-mvn_clean() { clean mvn -B -ntp -q -Dstyle.color=never -s "$work/settings.xml" "$@"; }
+# (Maven 3.8 prints colour resets even in batch mode; they are dropped.)
+mvn_clean() { clean mvn -B -ntp -q -Dstyle.color=never -s "$work/settings.xml" "$@" 2>&1 | sed 's/\x1b\[0m//g'; }
 timed "java: mvn install:install-file (jar + pom + sources + javadoc)" \
   mvn_clean org.apache.maven.plugins:maven-install-plugin:3.1.2:install-file -Dfile="$jar" -DpomFile="$dist/rl-java-$version.pom" \
     -Dsources="${jar%.jar}-sources.jar" -Djavadoc="${jar%.jar}-javadoc.jar"
