@@ -97,8 +97,9 @@ public final class NativeLoader {
         }
         return "rl: this platform, " + platform + " (from os.name and os.arch), has no native library in this"
                 + " rl-java jar, which bundles one for "
-                + (bundled.isEmpty() ? "no platform" : String.join(", ", bundled)) + ". To run here, build it from the rl"
-                + " sources on this platform (cargo build --release -p rl-java gives target/release/"
+                + (bundled.isEmpty() ? "no platform" : String.join(", ", bundled))
+                + ". To run here, build it from the rl sources on this platform"
+                + " (cargo build --release -p rl-java gives target/release/"
                 + libraryFile(platform) + ") and pass -Drl.native.path=/path/to/" + libraryFile(platform)
                 + ", or put its directory on java.library.path.";
     }

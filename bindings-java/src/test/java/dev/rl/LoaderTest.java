@@ -45,7 +45,8 @@ class LoaderTest {
     @Test
     void unsupportedPlatformSaysWhichAndWhatToDo() {
         String platform = NativeLoader.platform("FreeBSD", "riscv64");
-        UnsatisfiedLinkError e = assertThrows(UnsatisfiedLinkError.class, () -> NativeLoader.loadBundled(platform, null));
+        UnsatisfiedLinkError e =
+                assertThrows(UnsatisfiedLinkError.class, () -> NativeLoader.loadBundled(platform, null));
         String m = e.getMessage();
         assertTrue(m.contains("this platform, freebsd-riscv64 "), m);
         assertTrue(m.contains("bundles one for " + NativeLoader.platform()), m);
