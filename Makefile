@@ -1,12 +1,25 @@
 # One entry point. `make test` runs every test (installing what is missing); `make bench` runs the
 # design's benchmark against a private local Redis; `make demo` shows one key being limited.
-.PHONY: build test bench bench-grpc bench-http bench-python bench-serve throughput demo scenarios hotkey clean
+.PHONY: build test bench bench-grpc bench-http bench-python bench-serve throughput demo scenarios hotkey clean dist install
 
 build:
 	cargo build --release -p rl-cli
 
 test:
 	bash scripts/test-all.sh
+
+# The installable artifacts for linux-x86_64 in dist/: Python wheel + sdist, npm tarballs (main +
+# prebuilt addon), Maven jar + sources + javadoc + pom, the C SDK tarball, the `rl` binary.
+dist:
+	bash scripts/dist.sh
+
+# The C SDK (lib/librl.so.X.Y.Z + symlinks, lib/librl.a, include/rl.h, lib/pkgconfig/rl.pc):
+# the same tree as dist/rl-<version>-linux-x86_64.tar.gz, under $(DESTDIR)$(PREFIX).
+PREFIX ?= /usr/local
+install:
+	bash scripts/dist.sh c
+	mkdir -p "$(DESTDIR)$(PREFIX)"
+	cp -R --preserve=mode,links,timestamps "$${CARGO_TARGET_DIR:-target}"/dist-stage/c/rl-$$(python3 scripts/check-versions.py --get)-linux-x86_64/. "$(DESTDIR)$(PREFIX)/"
 
 bench: build
 	target/release/rl bench

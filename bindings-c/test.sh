@@ -26,6 +26,10 @@ echo "== build librl (debug) and rl-harness"
 cargo build --locked -p rl-c -p rl-harness || die "cargo build failed"
 harness="$lib_dir/rl-harness"
 [ -f "$lib_dir/librl.so" ] && [ -f "$lib_dir/librl.a" ] && [ -x "$harness" ] || die "build outputs missing in $lib_dir"
+# librl.so's SONAME is librl.so.<major> (bindings-c/build.rs): what -lrl programs ask for at run time.
+soname="$(readelf -d "$lib_dir/librl.so" | sed -n 's/.*Library soname: \[\(.*\)\]$/\1/p')"
+[ -n "$soname" ] || die "librl.so has no SONAME"
+ln -sf librl.so "$lib_dir/$soname"
 
 echo "== header"
 bash bindings-c/regen-header.sh --check || die "include/rl.h is stale"

@@ -24,6 +24,8 @@ echo "== python: build the wheel (debug, shared build cache, with core/src/unwin
 WHEELS="$CARGO_TARGET_DIR/wheels/rl-python-test"
 rm -rf "$WHEELS"
 "$VENV/bin/maturin" build --quiet --locked -m bindings-python/Cargo.toml -i "$VENV/bin/python" -o "$WHEELS" --features test-panic
+# The distribution was called rl-python before 0.1.0's packaging: a venv made then has it too.
+"$VENV/bin/python" -m pip uninstall -q -y rl-python >/dev/null 2>&1 || true
 "$VENV/bin/python" -m pip install -q --force-reinstall --no-deps "$WHEELS"/*.whl
 
 echo "== python: type checks (stubtest on the installed package, mypy --strict on an example)"

@@ -13,6 +13,8 @@ cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== generated files are current (rl-gen --check)"
 cargo run -q --locked -p rl-gen -- --check
+echo "== one version everywhere (scripts/check-versions.py)"
+python3 scripts/check-versions.py
 
 echo "== build (workspace, debug)"
 cargo build --workspace --all-targets --locked
@@ -30,4 +32,7 @@ for suite in bindings-c/test.sh bindings-python/test.sh bindings-node/test.sh bi
     bash "$suite"
   fi
 done
+# Last: the installable artifacts (make dist), each installed without cargo and run against Redis.
+echo "== scripts/test-dist.sh"
+bash scripts/test-dist.sh
 echo "== all suites passed"

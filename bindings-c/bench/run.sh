@@ -23,6 +23,8 @@ if [ -z "${RL_BENCH_INNER:-}" ]; then
   echo "== build (release): librl, bench_rust; rl-harness"
   cargo build --locked --release -p rl-c --lib --example bench_rust
   cargo build --locked -p rl-harness
+  # -lrl programs ask for librl.so's SONAME, librl.so.<major> (bindings-c/build.rs).
+  ln -sf librl.so "$target/release/$(readelf -d "$target/release/librl.so" | sed -n 's/.*Library soname: \[\(.*\)\]$/\1/p')"
   mkdir -p "$target/c-bench"
   ${CC:-cc} -std=c11 -O2 -Wall -Wextra -Werror -pthread -Iinclude -o "$target/c-bench/bench_c" \
     bindings-c/bench/bench_c.c -L"$target/release" -lrl -Wl,-rpath,"$target/release"

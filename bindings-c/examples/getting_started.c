@@ -1,5 +1,5 @@
 /* Open a limiter, take a permit, print the decision, free. Build and run:
- *   cc -Iinclude bindings-c/examples/getting_started.c -Ltarget/release -lrl -Wl,-rpath,$PWD/target/release
+ *   cc bindings-c/examples/getting_started.c $(pkg-config --cflags --libs rl)   # the SDK (README: Install)
  *   ./a.out                         # in-process memory backend
  *   ./a.out redis://127.0.0.1:6379/ # shared through Redis */
 #include <stdio.h>

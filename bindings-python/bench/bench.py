@@ -288,7 +288,7 @@ def versions() -> Dict[str, str]:
     from importlib.metadata import version
 
     v = {"python": sys.version.split()[0]}
-    for dist in ("rl-python", "limits", "redis", "hiredis"):
+    for dist in ("rl-limiter", "limits", "redis", "hiredis"):
         try:
             v[dist] = version(dist)
         except Exception:

@@ -1,5 +1,5 @@
 """Per-route limits for FastAPI: a dependency over ``rl.AsyncLimiter``
-(``pip install 'rl-python[fastapi]'``).
+(``pip install 'rl-limiter[fastapi]'``).
 
     limiter = rl.AsyncLimiter(url)
     app = FastAPI()

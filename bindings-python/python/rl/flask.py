@@ -1,5 +1,5 @@
 """Rate limiting for Flask: an extension over the synchronous ``rl.Limiter``
-(``pip install 'rl-python[flask]'``), with a global limit and a per-route decorator.
+(``pip install 'rl-limiter[flask]'``), with a global limit and a per-route decorator.
 
     limits = rl.flask.RateLimiter(app, limiter=rl.Limiter(url), policies="100/s")  # global, optional
 

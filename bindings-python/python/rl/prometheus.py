@@ -1,4 +1,4 @@
-"""rl's metrics for ``prometheus_client`` (``pip install 'rl-python[prometheus]'``).
+"""rl's metrics for ``prometheus_client`` (``pip install 'rl-limiter[prometheus]'``).
 
     >>> from prometheus_client import REGISTRY
     >>> from rl.prometheus import RlCollector

@@ -1,5 +1,5 @@
 """Rate limiting for Starlette and FastAPI apps: an ASGI middleware over ``rl.AsyncLimiter``
-(``pip install 'rl-python[fastapi]'``). Per-route limits in FastAPI: ``rl.fastapi.limit``.
+(``pip install 'rl-limiter[fastapi]'``). Per-route limits in FastAPI: ``rl.fastapi.limit``.
 
     app.add_middleware(RateLimitMiddleware, limiter=rl.AsyncLimiter(url), policies="100/s; 5000/h")
 

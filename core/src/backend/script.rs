@@ -12,19 +12,23 @@ use redis::Value;
 use super::Verdict;
 use crate::error::{Error, Result};
 
+// The scripts are read through `core/lua`, a symlink to the repository's `lua/`: a path inside the
+// crate, so `cargo package` and the Python sdist (maturin) carry them and rl-core builds from
+// either; the files themselves stay where the design's gateways and the README expect them.
+
 /// `lua/sliding_window.lua`, verbatim.
-pub const SLIDING_WINDOW_LUA: &str = include_str!("../../../lua/sliding_window.lua");
+pub const SLIDING_WINDOW_LUA: &str = include_str!("../../lua/sliding_window.lua");
 
 pub(crate) static SLIDING_WINDOW: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(SLIDING_WINDOW_LUA));
 
 /// `lua/heartbeat.lua`: one instance's heartbeat and the live instance count; also the recovery probe.
 pub(crate) static HEARTBEAT: LazyLock<redis::Script> =
-    LazyLock::new(|| redis::Script::new(include_str!("../../../lua/heartbeat.lua")));
+    LazyLock::new(|| redis::Script::new(include_str!("../../lua/heartbeat.lua")));
 
 /// `lua/repair.lua`: writes admitted permits a window lacks back into it, idempotently.
 pub(crate) static REPAIR: LazyLock<redis::Script> =
-    LazyLock::new(|| redis::Script::new(include_str!("../../../lua/repair.lua")));
+    LazyLock::new(|| redis::Script::new(include_str!("../../lua/repair.lua")));
 
 /// The SHA1 that EVALSHA uses for the script, for callers that load it themselves.
 pub fn sliding_window_sha() -> &'static str {

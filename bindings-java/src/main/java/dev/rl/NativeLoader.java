@@ -6,6 +6,8 @@ import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Locale;
 
 /**
@@ -22,6 +24,10 @@ import java.util.Locale;
 public final class NativeLoader {
     /** The library's base name: {@code librl_java.so}, {@code librl_java.dylib}, {@code rl_java.dll}. */
     public static final String LIBRARY = "rl_java";
+
+    /** Platform folders a jar may bundle (the pom's profiles); one jar holds those it was built with. */
+    static final List<String> KNOWN_PLATFORMS =
+            List.of("linux-x86_64", "linux-aarch64", "macos-x86_64", "macos-aarch64", "windows-x86_64");
 
     private static String source;
 
@@ -46,13 +52,22 @@ public final class NativeLoader {
         } catch (UnsatisfiedLinkError e) {
             fromPath = e;
         }
-        String resource = bundledResource();
+        source = loadBundled(platform(), fromPath);
+    }
+
+    /**
+     * Extracts and loads the copy bundled for {@code platform}, or fails with a message naming the
+     * platform, the platforms this jar does bundle, and the two ways out. Package-private so a test
+     * can ask for a platform the jar lacks without faking {@code os.name} for the whole JVM.
+     */
+    static String loadBundled(String platform, UnsatisfiedLinkError fromPath) {
+        String resource = bundledResource(platform);
         try (InputStream in = NativeLoader.class.getResourceAsStream(resource)) {
             if (in == null) {
-                UnsatisfiedLinkError e = new UnsatisfiedLinkError("rl: no " + System.mapLibraryName(LIBRARY)
-                        + " on java.library.path, and this jar bundles none for platform " + platform()
-                        + " (looked for " + resource + "); build bindings-java on this platform or set -Drl.native.path");
-                e.addSuppressed(fromPath);
+                UnsatisfiedLinkError e = new UnsatisfiedLinkError(unsupportedMessage(platform));
+                if (fromPath != null) {
+                    e.addSuppressed(fromPath);
+                }
                 throw e;
             }
             Path tmp = Files.createTempFile("rl_java-", "-" + System.mapLibraryName(LIBRARY));
@@ -66,10 +81,27 @@ public final class NativeLoader {
                     Files.deleteIfExists(tmp);
                 }
             }
-            source = "bundled:" + resource;
+            return "bundled:" + resource;
         } catch (IOException e) {
             throw new UncheckedIOException("rl: cannot extract the bundled native library " + resource, e);
         }
+    }
+
+    /** The error text for a platform this jar bundles no library for. */
+    static String unsupportedMessage(String platform) {
+        List<String> bundled = new ArrayList<>();
+        for (String p : KNOWN_PLATFORMS) {
+            if (NativeLoader.class.getResource(bundledResource(p)) != null) {
+                bundled.add(p);
+            }
+        }
+        return "rl: this platform, " + platform + " (from os.name and os.arch), has no native library in this"
+                + " rl-java jar, which bundles one for "
+                + (bundled.isEmpty() ? "no platform" : String.join(", ", bundled))
+                + ". To run here, build it from the rl sources on this platform"
+                + " (cargo build --release -p rl-java gives target/release/"
+                + libraryFile(platform) + ") and pass -Drl.native.path=/path/to/" + libraryFile(platform)
+                + ", or put its directory on java.library.path.";
     }
 
     /** Where the library came from: {@code "java.library.path"}, {@code "bundled:/native/..."}, ... */
@@ -80,13 +112,30 @@ public final class NativeLoader {
 
     /** The resource path of the library bundled for this platform. */
     public static String bundledResource() {
-        return "/native/" + platform() + "/" + System.mapLibraryName(LIBRARY);
+        return bundledResource(platform());
+    }
+
+    static String bundledResource(String platform) {
+        return "/native/" + platform + "/" + libraryFile(platform);
+    }
+
+    /** The library's file name on {@code platform} (named by {@link #platform()}). */
+    static String libraryFile(String platform) {
+        if (platform.startsWith("windows-")) {
+            return LIBRARY + ".dll";
+        }
+        return "lib" + LIBRARY + (platform.startsWith("macos-") ? ".dylib" : ".so");
     }
 
     /** This JVM's platform folder: {@code linux-x86_64}, {@code linux-aarch64}, {@code macos-aarch64}, ... */
     public static String platform() {
-        String os = System.getProperty("os.name", "").toLowerCase(Locale.ROOT);
-        String arch = System.getProperty("os.arch", "").toLowerCase(Locale.ROOT);
+        return platform(System.getProperty("os.name", ""), System.getProperty("os.arch", ""));
+    }
+
+    /** The platform folder for an {@code os.name} and {@code os.arch} pair. */
+    static String platform(String osName, String osArch) {
+        String os = osName.toLowerCase(Locale.ROOT);
+        String arch = osArch.toLowerCase(Locale.ROOT);
         if (os.startsWith("linux")) {
             os = "linux";
         } else if (os.startsWith("mac") || os.startsWith("darwin")) {

@@ -2,6 +2,7 @@ package dev.rl;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotSame;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.IOException;
@@ -27,6 +28,31 @@ class LoaderTest {
         assertTrue(Files.isRegularFile(CLASSES.resolve(NativeLoader.bundledResource().substring(1))));
         // This JVM has no java.library.path entry for it: it was extracted from the resources.
         assertEquals("bundled:" + NativeLoader.bundledResource(), NativeLoader.source());
+    }
+
+    @Test
+    void platformNamesFollowOsNameAndArch() {
+        assertEquals("linux-x86_64", NativeLoader.platform("Linux", "amd64"));
+        assertEquals("linux-aarch64", NativeLoader.platform("Linux", "aarch64"));
+        assertEquals("macos-aarch64", NativeLoader.platform("Mac OS X", "aarch64"));
+        assertEquals("windows-x86_64", NativeLoader.platform("Windows 11", "amd64"));
+        assertEquals("freebsd-riscv64", NativeLoader.platform("FreeBSD", "riscv64"));
+        assertEquals("/native/macos-aarch64/librl_java.dylib", NativeLoader.bundledResource("macos-aarch64"));
+        assertEquals("/native/windows-x86_64/rl_java.dll", NativeLoader.bundledResource("windows-x86_64"));
+    }
+
+    /** On a platform the jar has no library for, the error names it, what the jar has, and the ways out. */
+    @Test
+    void unsupportedPlatformSaysWhichAndWhatToDo() {
+        String platform = NativeLoader.platform("FreeBSD", "riscv64");
+        UnsatisfiedLinkError e =
+                assertThrows(UnsatisfiedLinkError.class, () -> NativeLoader.loadBundled(platform, null));
+        String m = e.getMessage();
+        assertTrue(m.contains("this platform, freebsd-riscv64 "), m);
+        assertTrue(m.contains("bundles one for " + NativeLoader.platform()), m);
+        assertTrue(m.contains("cargo build --release -p rl-java"), m);
+        assertTrue(m.contains("-Drl.native.path=/path/to/librl_java.so"), m);
+        assertTrue(m.contains("java.library.path"), m);
     }
 
     @Test
