@@ -93,4 +93,10 @@ pub struct CheckResult {
     pub retry_after: Duration,
     /// Which path decided (`local` while Redis is unhealthy).
     pub mode: Mode,
+    /// When the request was decided, in ms on the deciding clock (Redis TIME): the `now_ms` of
+    /// the call that decided the enforced limits, else the latest of the other calls' (quota,
+    /// shadow). `None` when nothing was asked (no limit applied, or a limit that never fits).
+    /// The HTTP front ends can pass it on (`--decision-time-header`), so exactness can be
+    /// checked on the decisions' own clock.
+    pub decided_at_ms: Option<u64>,
 }

@@ -211,6 +211,11 @@ impl Engine {
                 _ => Mode::Normal,
             });
 
+        let decided_at_ms = match &enforced {
+            Some(cd) => Some(cd.now_ms),
+            None => decisions.iter().flatten().map(|d| d.now_ms).max(),
+        }
+        .filter(|t| *t > 0);
         let over = never_enforced || quota_over || enforced.as_ref().is_some_and(|d| !d.allowed);
         let mut statuses = Vec::with_capacity(classes.len());
         let mut shown: Vec<(&rl_core::Policy, &Decision)> = Vec::new();
@@ -291,6 +296,7 @@ impl Engine {
             problem_body,
             retry_after: Duration::from_millis(retry_ms),
             mode,
+            decided_at_ms,
         })
     }
 

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{client, get, most_in_any, scratch, write_atomic, Serve, Upstream};
+use common::{client, get, most_in_any, most_in_any_ms, scratch, write_atomic, Serve, Upstream};
 use rl_harness::RedisServer;
 
 /// An IETF field, parsed: each member's name and integer parameters.
@@ -167,7 +167,13 @@ descriptors:
     let serve = Serve::start(
         &cfg,
         Some(&redis.url()),
-        &["--upstream", &up.url(), "-o", "local_fallback=false"],
+        &[
+            "--upstream",
+            &up.url(),
+            "-o",
+            "local_fallback=false",
+            "--decision-time-header",
+        ],
     );
     let c = client();
     let url = serve.url("/api/order/create");
@@ -179,7 +185,10 @@ descriptors:
         let (c, url, ok, denied) = (c.clone(), url.clone(), ok.clone(), denied.clone());
         tasks.push(tokio::spawn(async move {
             while start.elapsed() < run {
-                let a = get(&c, &url, &[]).await.expect("every request is answered");
+                // A forged decision time must not reach the upstream.
+                let a = get(&c, &url, &[("RL-Decided-At", "1")])
+                    .await
+                    .expect("every request is answered");
                 match a.status {
                     200 => {
                         assert_eq!(a.body, "hello /api/order/create");
@@ -215,14 +224,39 @@ descriptors:
         denied > ok,
         "the load must exceed the limit: {ok} ok, {denied} denied"
     );
-    // Redis decides on its clock; the upstream stamps arrivals on its own, after the proxy's
-    // queueing (tens of ms on a loaded machine): a request admitted at a window's end can land
-    // in the next one. Any span of the window less that slack holds <= limit.
-    let slack = Duration::from_millis(100);
-    let most = most_in_any(&arrivals, Duration::from_millis(window_ms) - slack);
+    // Exactness on the decisions' own clock: every admitted request reached the upstream with
+    // the Redis time it was decided at (not the client's forged one), and no window of those
+    // times holds more than the limit. Zero slack.
+    let decided: Vec<u64> = up
+        .decided
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|t| t.expect("every admitted request carries RL-Decided-At"))
+        .collect();
+    assert!(
+        decided.iter().all(|t| *t > 1_600_000_000_000),
+        "decision times are Redis's Unix ms, not the client's header: {:?}",
+        &decided[..decided.len().min(5)]
+    );
+    let most = most_in_any_ms(&decided, window_ms);
     assert!(
         most as u64 <= limit,
-        "{most} arrivals in one window; limit {limit}"
+        "{most} decisions in one {window_ms} ms window; limit {limit}"
+    );
+    // On the upstream's own clock arrivals come after the proxy's queueing (tens of ms on a
+    // loaded machine), so a request admitted at a window's end can land in the next one: a
+    // looser check, any span of the window less 100 ms.
+    let slack = Duration::from_millis(100);
+    let most_arrived = most_in_any(&arrivals, Duration::from_millis(window_ms) - slack);
+    println!(
+        "most in any {window_ms} ms: {most} by decision time, {} by arrival, {most_arrived} by arrival in {} ms",
+        most_in_any(&arrivals, Duration::from_millis(window_ms)),
+        window_ms - 100
+    );
+    assert!(
+        most_arrived as u64 <= limit,
+        "{most_arrived} arrivals in one window less 100 ms; limit {limit}"
     );
     // And the limiter is not idle: each full window admitted (nearly) the limit.
     let windows = run.as_millis() as u64 / window_ms;

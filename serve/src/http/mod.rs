@@ -32,6 +32,10 @@ use crate::Engine;
 
 pub use proxy::Upstream;
 
+/// The header that carries a decision's time (`CheckResult::decided_at_ms`, Unix ms on the
+/// deciding clock) to the upstream, so it can count admissions per window on that clock.
+pub const DECIDED_AT: &str = "rl-decided-at";
+
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 pub type Body = BoxBody<Bytes, BoxError>;
 
@@ -43,6 +47,8 @@ pub fn full(b: impl Into<Bytes>) -> Body {
 pub struct Http {
     pub engine: Arc<Engine>,
     pub upstream: Option<Upstream>,
+    /// `--decision-time-header`: pass [`DECIDED_AT`] on.
+    pub decided_at: bool,
     /// Set on SIGTERM: `/readyz` says so, so a balancer stops sending before we close.
     pub draining: AtomicBool,
 }
@@ -185,10 +191,19 @@ async fn check(st: &Http, peer: IpAddr, req: hyper::Request<Incoming>) -> Respon
             "rl: no domain of the policies has an http: section\n",
         ),
         Some(Err(e)) => failed(&e),
-        Some(Ok(r)) if r.overall == Code::OverLimit => denied(&r, deny),
         Some(Ok(r)) => {
-            let mut resp = Response::new(full(Bytes::new()));
-            add_fields(resp.headers_mut(), &r);
+            let mut resp = if r.overall == Code::OverLimit {
+                denied(&r, deny)
+            } else {
+                let mut resp = Response::new(full(Bytes::new()));
+                add_fields(resp.headers_mut(), &r);
+                resp
+            };
+            if st.decided_at {
+                if let Some(t) = r.decided_at_ms {
+                    resp.headers_mut().insert(DECIDED_AT, HeaderValue::from(t));
+                }
+            }
             resp
         }
     }
