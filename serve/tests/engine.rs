@@ -222,3 +222,45 @@ async fn a_denied_request_takes_nothing_and_shadow_never_denies() {
         "{text}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_empty_domain_descriptor_list_or_descriptor_is_refused_as_invalid() {
+    let redis = RedisServer::start().unwrap();
+    let e = engine(&redis);
+    let refused = |r: Result<_, rl_core::Error>| {
+        let err = r.expect_err("refused, not answered OK");
+        assert_eq!(err.kind(), rl_core::ErrorKind::InvalidArgument, "{err}");
+        err
+    };
+    let mut no_domain = req(&[&[("remote_address", "1.1.1.1")]]);
+    no_domain.domain.clear();
+    let err = refused(e.check(&no_domain).await);
+    assert_eq!(err.argument(), Some("domain"));
+    assert!(
+        err.to_string().contains("domain must not be empty"),
+        "{err}"
+    );
+    let err = refused(e.check(&req(&[])).await);
+    assert_eq!(err.argument(), Some("descriptors"));
+    assert!(
+        err.to_string()
+            .contains("descriptor list must not be empty"),
+        "{err}"
+    );
+    let err = refused(
+        e.check(&req(&[&[("remote_address", "1.1.1.1")], &[]]))
+            .await,
+    );
+    assert!(
+        err.to_string().contains("descriptor 1 has no entries"),
+        "{err}"
+    );
+    // Nothing was taken by the refused calls.
+    let r = e
+        .check(&req(&[&[("remote_address", "1.1.1.1")]]))
+        .await
+        .unwrap();
+    assert_eq!(r.statuses[0].limit_remaining, 2);
+    let text = e.metrics().render(&e.limiter().stats());
+    assert!(text.contains("rl_check_errors_total 3"), "{text}");
+}

@@ -307,6 +307,11 @@ async fn policies_reload_on_change_and_sighup_without_a_failed_request() {
         async move { get(&c, &url, &[("x-user", user)]).await.unwrap() }
     };
     assert_eq!(limit_of(&probe("a").await), 1000);
+    // No x-user header: the rule makes no descriptor, so nothing is asked (as Envoy's filter
+    // does not call its service): 200 without fields, not a refused empty list.
+    let a = get(&c, &serve.url("/check"), &[]).await.unwrap();
+    assert_eq!(a.status, 200, "{a:?}");
+    assert!(a.header("ratelimit").is_none(), "{a:?}");
     // 1. The file changes: picked up by the watcher.
     write_atomic(&cfg, &limits(7));
     wait_for_log(&serve, "policies loaded", 2).await;

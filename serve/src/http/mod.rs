@@ -144,6 +144,11 @@ async fn decide(
         descriptors: extract::descriptors(http, &v),
         hits_addend: 0,
     };
+    if req.descriptors.is_empty() {
+        // Every rule needed a header this request lacks: nothing to ask, as Envoy's filter
+        // does not call the service then. (The engine refuses an empty list from a client.)
+        return Some(Ok(CheckResult::nothing_to_ask()));
+    }
     Some(st.engine.check(&req).await)
 }
 
@@ -170,9 +175,15 @@ pub fn add_fields(h: &mut http::HeaderMap, result: &CheckResult) {
     }
 }
 
+/// A check that failed: 400 when the request was invalid (a descriptor the limiter cannot take),
+/// else 500.
 pub fn failed(e: &rl_core::Error) -> Response<Body> {
     tracing::warn!(error = %e, "check failed");
-    text(StatusCode::INTERNAL_SERVER_ERROR, &format!("rl: {e}\n"))
+    let status = match e.kind() {
+        rl_core::ErrorKind::InvalidArgument => StatusCode::BAD_REQUEST,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    text(status, &format!("rl: {e}\n"))
 }
 
 async fn check(st: &Http, peer: IpAddr, req: hyper::Request<Incoming>) -> Response<Body> {
