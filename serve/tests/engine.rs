@@ -264,3 +264,57 @@ async fn an_empty_domain_descriptor_list_or_descriptor_is_refused_as_invalid() {
     let text = e.metrics().render(&e.limiter().stats());
     assert!(text.contains("rl_check_errors_total 3"), "{text}");
 }
+
+/// Script calls Redis has run since its stats were last reset (FCALL / EVALSHA / EVAL, any
+/// flavour): the limiter's decisions, not its health checks.
+fn script_calls(redis: &RedisServer) -> u64 {
+    let info = redis.command(&[b"INFO", b"commandstats"]).unwrap();
+    let text = info.as_str().unwrap().to_string();
+    text.lines()
+        .filter(|l| {
+            let name = l.split(':').next().unwrap_or("");
+            ["fcall", "eval"]
+                .iter()
+                .any(|p| name.starts_with(&format!("cmdstat_{p}")))
+        })
+        .filter_map(|l| {
+            l.split(['=', ','])
+                .nth(1)
+                .and_then(|n| n.parse::<u64>().ok())
+        })
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_repeated_denial_on_the_default_domain_group_path_makes_no_redis_call() {
+    let redis = RedisServer::start().unwrap();
+    let e = engine(&redis);
+    // The default path: the domain is the composite call's group (one slot), with one limit and
+    // with two (all or nothing), each request one acquire_all.
+    let one = req(&[&[("remote_address", "3.3.3.3")]]);
+    let two = req(&[&[("remote_address", "4.4.4.4")], &[("user", "vip")]]);
+    for r in [&one, &two] {
+        for _ in 0..3 {
+            assert_eq!(e.check(r).await.unwrap().overall, Code::Ok);
+        }
+        // Redis denies once (the denial is learnt) ...
+        let first = e.check(r).await.unwrap();
+        assert_eq!(first.overall, Code::OverLimit);
+        redis.command(&[b"CONFIG", b"RESETSTAT"]).unwrap();
+        // ... and while it holds (about a minute), the same request is denied from the cache.
+        for _ in 0..20 {
+            let again = e.check(r).await.unwrap();
+            assert_eq!(again.overall, Code::OverLimit);
+            assert!(again.retry_after > std::time::Duration::from_secs(50));
+        }
+        assert_eq!(
+            script_calls(&redis),
+            0,
+            "denied again with no Redis call: {r:?}"
+        );
+    }
+    // The count is real: a request no denial covers is one script call.
+    let fresh = req(&[&[("remote_address", "5.5.5.5")]]);
+    assert_eq!(e.check(&fresh).await.unwrap().overall, Code::Ok);
+    assert_eq!(script_calls(&redis), 1);
+}
