@@ -428,3 +428,55 @@ async fn sigterm_drains_the_request_in_flight_then_exits() {
     assert!(std::net::TcpStream::connect(serve.addr).is_err());
     assert!(serve.log().contains("stopped"));
 }
+
+/// The value of the Prometheus sample `name` (with its labels, as written) in `text`.
+fn sample(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn metrics_report_lease_stats_when_leases_are_on() {
+    let redis = RedisServer::start().unwrap();
+    let dir = scratch("leases");
+    let cfg = dir.join("p.yaml");
+    // key_group: none sends a one-limit request through `acquire`, where leases live.
+    write_atomic(
+        &cfg,
+        r#"
+domain: hot
+key_group: none
+http:
+  rate_limits:
+    - actions:
+        - generic_key: {descriptor_value: order}
+descriptors:
+  - key: generic_key
+    value: order
+    rate_limit: {unit: minute, requests_per_unit: 10000, name: order}
+"#,
+    );
+    let serve = Serve::start(&cfg, Some(&redis.url()), &["-o", "leases=on"]);
+    let c = client();
+    for _ in 0..50 {
+        let a = get(&c, &serve.url("/check"), &[]).await.unwrap();
+        assert_eq!(a.status, 200, "{a:?}");
+    }
+    let m = get(&c, &serve.url("/metrics"), &[]).await.unwrap().body;
+    let leases = sample(&m, "rl_leases_total").expect("rl_leases_total");
+    assert!(leases >= 1.0, "{m}");
+    let leased = sample(&m, "rl_leased_permits_total{outcome=\"leased\"}").expect("leased");
+    assert!(leased >= 2.0, "{m}");
+    let by_lease = sample(
+        &m,
+        "rl_decisions_total{policy=\"order\",outcome=\"ok\",mode=\"lease\"}",
+    )
+    .expect("decisions made from a lease, by policy");
+    assert!(by_lease >= 1.0, "{m}");
+    assert!(m.contains("# TYPE rl_lease_refunds_total counter"), "{m}");
+    // Without leases the families are there, at zero.
+    let plain = Serve::start(&cfg, Some(&redis.url()), &[]);
+    get(&c, &plain.url("/check"), &[]).await.unwrap();
+    let m = get(&c, &plain.url("/metrics"), &[]).await.unwrap().body;
+    assert_eq!(sample(&m, "rl_leases_total"), Some(0.0), "{m}");
+}
