@@ -318,3 +318,34 @@ async fn a_repeated_denial_on_the_default_domain_group_path_makes_no_redis_call(
     assert_eq!(e.check(&fresh).await.unwrap().overall, Code::Ok);
     assert_eq!(script_calls(&redis), 1);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_decision_carries_the_redis_time_it_was_made_at() {
+    let redis = RedisServer::start().unwrap();
+    let e = engine(&redis);
+    let redis_ms = || {
+        let t = redis.command(&[b"TIME"]).unwrap();
+        let rl_harness::resp::RespValue::Array(parts) = t else {
+            panic!("TIME is an array: {t:?}")
+        };
+        let secs: u64 = parts[0].as_str().unwrap().parse().unwrap();
+        let micros: u64 = parts[1].as_str().unwrap().parse().unwrap();
+        secs * 1000 + micros / 1000
+    };
+    for r in [
+        req(&[&[("remote_address", "7.7.7.7")]]),
+        req(&[&[("remote_address", "8.8.8.8")], &[("user", "vip")]]),
+        req(&[&[("shadow", "s")]]),
+    ] {
+        let before = redis_ms();
+        let d = e.check(&r).await.unwrap();
+        let after = redis_ms();
+        let t = d.decided_at_ms.expect("a decision Redis made has its time");
+        assert!(before <= t && t <= after, "{before} <= {t} <= {after}");
+    }
+    // Nothing asked, no time: no limit matched, or a ban that never fits.
+    let d = e.check(&req(&[&[("user", "nobody")]])).await.unwrap();
+    assert_eq!(d.decided_at_ms, None);
+    let d = e.check(&req(&[&[("path", "/admin/x")]])).await.unwrap();
+    assert_eq!(d.decided_at_ms, None);
+}

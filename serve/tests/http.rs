@@ -69,6 +69,8 @@ async fn check_endpoint_answers_with_ietf_fields_and_honours_only_trusted_proxie
     for left in [2, 1, 0] {
         let a = get(&c, &url, &from("5.5.5.5")).await.unwrap();
         assert_eq!(a.status, 200, "{a:?}");
+        // Without --decision-time-header no decision time is passed on.
+        assert_eq!(a.header("rl-decided-at"), None);
         let p = fields(a.header("ratelimit-policy").unwrap());
         assert_eq!(
             p,
