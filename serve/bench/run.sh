@@ -6,9 +6,11 @@
 # (admitted per second, default 2000) override. Needs wrk, nginx, redis-server
 # (scripts/ensure-deps.sh installs nginx and redis; `apt-get install wrk`).
 #
-# Reported per run: req/s and P99 (wrk), admitted QPS and its deviation from LIMIT, the most
-# arrivals the upstream counted on its own clock in any 1 s span (overshoot = that - LIMIT),
-# and Redis commands per admitted request (INFO commandstats, all commands but INFO/CONFIG).
+# Reported per run: req/s and P99 (wrk), admitted QPS and its deviation from LIMIT, overshoot
+# (the most admitted in any 1 s span - LIMIT) counted by the upstream on the decisions' Redis
+# times (rl serve --decision-time-header; nginx passes /check's RL-Decided-At on) and, for
+# comparison, on its own arrival clock, and Redis commands per admitted request (INFO
+# commandstats, all commands but INFO/CONFIG).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -71,7 +73,7 @@ start_serve() { # $1 processes, $2 port, $3... extra args
   : >"$WORK/serve.log"
   for _ in $(seq "$n"); do
     RL_LOG=warn "$SERVE" --config "$WORK/p.yaml" --listen "127.0.0.1:$port" --reuse-port \
-      --redis "$REDIS" "$@" >>"$WORK/serve.log" 2>&1 &
+      --redis "$REDIS" --decision-time-header "$@" >>"$WORK/serve.log" 2>&1 &
     SERVE_PIDS+=($!); PIDS+=($!)
   done
   wait_port "$port"
@@ -103,22 +105,25 @@ row() {
   cmds=$(commands)
   local whole=$((DURATION - 1))
   stats=$(curl -s "http://127.0.0.1:$UPORT/_stats?window_ms=1000&slack_ms=$SLACK_MS&windows=$whole")
-  read -r admitted most most_slack in_whole <<<"$stats"
+  read -r admitted most most_slack in_whole most_decided n_decided <<<"$stats"
   local fallbacks
   fallbacks=$(grep -c "deciding locally" "$WORK/serve.log" 2>/dev/null || true)
-  python3 - "$name" "$rps" "$p99" "$admitted" "$most" "$most_slack" "$in_whole" "$whole" "$cmds" "$non2xx" "$LIMIT" "$DURATION" "${4:-limited}" "$fallbacks" <<'PY'
+  python3 - "$name" "$rps" "$p99" "$admitted" "$most" "$most_slack" "$in_whole" "$whole" "$cmds" "$non2xx" "$LIMIT" "$DURATION" "${4:-limited}" "$fallbacks" "$most_decided" "$n_decided" <<'PY'
 import sys
 (name, rps, p99, admitted, most, most_slack, in_whole, whole, cmds, non2xx, limit, dur, kind,
- fallbacks) = sys.argv[1:]
-admitted, most, most_slack, in_whole, whole, cmds, limit, dur = (
-    int(admitted), int(most), int(most_slack), int(in_whole), int(whole), int(cmds), int(limit), float(dur))
+ fallbacks, most_decided, n_decided) = sys.argv[1:]
+admitted, most, most_slack, in_whole, whole, cmds, limit, dur, most_decided, n_decided = (
+    int(admitted), int(most), int(most_slack), int(in_whole), int(whole), int(cmds), int(limit),
+    float(dur), int(most_decided), int(n_decided))
 if kind == "limited":
     qps = in_whole / whole
     dev = f"{100 * (qps - limit) / limit:+.2f}%"
-    over = f"{max(0, most - limit)} / {max(0, most_slack - limit)}"
+    # Every admitted request must have carried its decision time, or the figure is not one.
+    by_decision = str(most_decided - limit) if n_decided == admitted else f"n/a ({n_decided}/{admitted} stamped)"
+    over = f"{by_decision} | {max(0, most - limit)} / {max(0, most_slack - limit)}"
 else:
     qps = admitted / dur
-    dev, over = "-", "-"
+    dev, over = "-", "- | -"
 per = f"{cmds / admitted:.3f}" if admitted else "-"
 print(f"| {name} | {float(rps):,.0f} | {p99} | {qps:,.1f} | {dev} | {over} | {per} | {non2xx} | {fallbacks} |")
 PY
@@ -128,8 +133,8 @@ header() {
   echo
   echo "$1"
   echo
-  echo "| run | req/s | P99 | admitted/s | deviation | overshoot (1 s / 1 s - ${SLACK_MS} ms) | Redis cmds / admitted | non-2xx | to local |"
-  echo "|---|---|---|---|---|---|---|---|---|"
+  echo "| run | req/s | P99 | admitted/s | deviation | overshoot by decision time (1 s) | by arrival (1 s / 1 s - ${SLACK_MS} ms) | Redis cmds / admitted | non-2xx | to local |"
+  echo "|---|---|---|---|---|---|---|---|---|---|"
 }
 
 PORT=$(free_port)
@@ -148,7 +153,7 @@ start_serve 1 "$PORT" $UP $OPTS
 row "http://127.0.0.1:$PORT/api/order/create" "$MODERATE" "rl serve proxy, 1 process, key_group: none" unlimited
 stop_serve
 
-header "## Proxy mode, the design's flags (wrk -t8 -c100), limit $LIMIT/s, one domain group (default: one EVALSHA per request)"
+header "## Proxy mode, the design's flags (wrk -t8 -c100), limit $LIMIT/s, one domain group (default: a script call per request the composite denial cache does not answer; no coalescing)"
 policies "$LIMIT" ""
 for n in 1 2 4; do
   start_serve "$n" "$PORT" $UP $OPTS
@@ -205,11 +210,13 @@ http {
       auth_request /_rl;
       auth_request_set \$rl_state \$upstream_http_ratelimit;
       auth_request_set \$rl_retry \$upstream_http_retry_after;
+      auth_request_set \$rl_decided_at \$upstream_http_rl_decided_at;
       add_header RateLimit \$rl_state always;
       error_page 403 = @over_limit;
       proxy_pass http://app;
       proxy_http_version 1.1;
       proxy_set_header Connection "";
+      proxy_set_header RL-Decided-At \$rl_decided_at;
     }
     location @over_limit {
       add_header RateLimit \$rl_state always;
@@ -233,8 +240,10 @@ echo "5 ms by default, for degrade_after_ms): while local, each instance decides
 echo "A request admitted just before a window's end and delayed (queueing in the proxy, the"
 echo "upstream) lands in the next window on the upstream's clock, so without local fallbacks the"
 echo "apparent overshoot is bounded by the requests in flight (wrk -t8 -c100 keeps 96 connections)."
-echo "Overshoot: the most requests the upstream received, stamped on its own clock, in any 1 s span"
-echo "(and any span ${SLACK_MS} ms shorter), less the limit (0 = exact). Admitted/s and deviation: what"
+echo "Overshoot by decision time: the most requests the upstream received whose RL-Decided-At (the"
+echo "Redis time rl serve decided them at) fall in any 1 s span, less the limit (0 = exact; negative:"
+echo "no span reached the limit). By arrival: the same on the upstream's own clock at arrival (and any"
+echo "span ${SLACK_MS} ms shorter), which queueing blurs. Admitted/s and deviation: what"
 echo "the upstream got in the first DURATION-1 whole windows from its first arrival, vs the limit."
 echo "Redis cmds / admitted: commands clients sent (script calls, connection commands) per request"
 echo "the upstream got; the script's own inner commands are not round trips and are not counted."

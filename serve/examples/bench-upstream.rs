@@ -1,8 +1,11 @@
 //! The benchmark's trivial upstream (`serve/bench/run.sh`): answers 200 `ok` to everything and
 //! stamps each arrival on its own clock, so the run can count what the gateway let through per
-//! window without trusting the gateway. `GET /_stats?window_ms=W&slack_ms=S&windows=K` answers
-//! `count most_in_any_W most_in_any_W_minus_S count_in_the_first_K_windows` (windows counted
-//! from the first arrival) and forgets the arrivals.
+//! window, and keeps the decision time each request carried (`RL-Decided-At`, Redis's Unix ms,
+//! from `rl serve --decision-time-header`), so it can also count per window on the decisions'
+//! own clock, where queueing between the decision and the arrival cannot blur a window's edge.
+//! `GET /_stats?window_ms=W&slack_ms=S&windows=K` answers `count most_in_any_W
+//! most_in_any_W_minus_S count_in_the_first_K_windows most_decided_in_any_W with_decision_time`
+//! (windows counted from the first arrival) and forgets the arrivals.
 //!
 //! Usage: `bench-upstream PORT`
 
@@ -44,15 +47,16 @@ async fn main() {
         .unwrap();
     let start = Instant::now();
     let arrivals: Arc<Mutex<Vec<u64>>> = Arc::default();
+    let decided: Arc<Mutex<Vec<u64>>> = Arc::default();
     loop {
         let Ok((s, _)) = listener.accept().await else {
             continue;
         };
         let _ = s.set_nodelay(true);
-        let arrivals = arrivals.clone();
+        let (arrivals, decided) = (arrivals.clone(), decided.clone());
         tokio::spawn(async move {
             let svc = hyper::service::service_fn(move |req: hyper::Request<_>| {
-                let arrivals = arrivals.clone();
+                let (arrivals, decided) = (arrivals.clone(), decided.clone());
                 async move {
                     let body = if req.uri().path() == "/_stats" {
                         let q = req.uri().query().unwrap_or("");
@@ -64,10 +68,20 @@ async fn main() {
                         let first = t.first().copied().unwrap_or(0);
                         let k = param(q, "windows") * w;
                         let in_k = t.iter().filter(|x| **x - first < k).count();
-                        format!("{} {most} {most_slack} {in_k}\n", t.len())
+                        let mut d = std::mem::take(&mut *decided.lock().unwrap());
+                        let most_decided = most_in_any(&mut d, (w / 1000).max(1));
+                        format!(
+                            "{} {most} {most_slack} {in_k} {most_decided} {}\n",
+                            t.len(),
+                            d.len()
+                        )
                     } else {
                         let us = start.elapsed().as_micros() as u64;
                         arrivals.lock().unwrap().push(us);
+                        let t = req.headers().get("rl-decided-at");
+                        if let Some(ms) = t.and_then(|v| v.to_str().ok()?.parse::<u64>().ok()) {
+                            decided.lock().unwrap().push(ms);
+                        }
                         "ok\n".to_string()
                     };
                     Ok::<_, Infallible>(hyper::Response::new(Full::new(Bytes::from(body))))

@@ -31,6 +31,12 @@ pub struct ServeArgs {
     /// A limiter option, NAME=VALUE (repeatable; `rl options` lists them), e.g. leases=on.
     #[arg(long = "option", short = 'o', value_name = "NAME=VALUE")]
     pub options: Vec<String>,
+    /// Pass each decision's time on: the proxy adds `RL-Decided-At: <ms>` (the deciding clock,
+    /// Redis TIME, in Unix ms) to the requests it forwards (replacing one the client sent), and
+    /// `/check` adds it to its answers, for nginx to forward with `auth_request_set` +
+    /// `proxy_set_header`. Off by default: the upstream gets no header it did not ask for.
+    #[arg(long, env = "RL_SERVE_DECISION_TIME_HEADER")]
+    pub decision_time_header: bool,
     /// Which rate-limit fields answers carry: ietf, legacy, both or none.
     #[arg(long, default_value = "ietf")]
     pub headers: String,

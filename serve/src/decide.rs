@@ -33,6 +33,33 @@ pub struct CheckRequest {
     pub hits_addend: u64,
 }
 
+impl CheckRequest {
+    /// Refuses what envoyproxy/ratelimit refuses (an empty domain, an empty descriptor list) and
+    /// a descriptor with no entries (Envoy's proto requires at least one): such a request names
+    /// no limit, and answering it OK would hide a misconfigured client. `InvalidArgument`, so
+    /// gRPC answers `INVALID_ARGUMENT` and HTTP 400.
+    pub fn validate(&self) -> Result<(), rl_core::Error> {
+        let invalid =
+            |name, message: String| Err(rl_core::Error::InvalidArgument { name, message });
+        if self.domain.is_empty() {
+            return invalid("domain", "rate limit domain must not be empty".into());
+        }
+        if self.descriptors.is_empty() {
+            return invalid(
+                "descriptors",
+                "rate limit descriptor list must not be empty".into(),
+            );
+        }
+        if let Some(i) = self.descriptors.iter().position(|d| d.entries.is_empty()) {
+            return invalid(
+                "descriptors",
+                format!("descriptor {i} has no entries (a descriptor is at least one key/value)"),
+            );
+        }
+        Ok(())
+    }
+}
+
 /// The unit a policy was written in (Envoy's `RateLimitResponse.RateLimit.Unit`). A window given
 /// in milliseconds (an rl extension) that is not a whole unit reports `Unknown`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -93,4 +120,26 @@ pub struct CheckResult {
     pub retry_after: Duration,
     /// Which path decided (`local` while Redis is unhealthy).
     pub mode: Mode,
+    /// When the request was decided, in ms on the deciding clock (Redis TIME): the `now_ms` of
+    /// the call that decided the enforced limits, else the latest of the other calls' (quota,
+    /// shadow). `None` when nothing was asked (no limit applied, or a limit that never fits).
+    /// The HTTP front ends can pass it on (`--decision-time-header`), so exactness can be
+    /// checked on the decisions' own clock.
+    pub decided_at_ms: Option<u64>,
+}
+
+impl CheckResult {
+    /// OK with nothing limited: what an HTTP front end answers for a request its `http:` rules
+    /// make no descriptor of (Envoy does not call its rate-limit service then either).
+    pub fn nothing_to_ask() -> CheckResult {
+        CheckResult {
+            overall: Code::Ok,
+            statuses: Vec::new(),
+            headers: Vec::new(),
+            problem_body: None,
+            retry_after: Duration::ZERO,
+            mode: Mode::Normal,
+            decided_at_ms: None,
+        }
+    }
 }

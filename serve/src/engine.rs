@@ -15,6 +15,8 @@
 //!   ratelimit.
 //! - A limit of 0 (ratelimit's ban) or a cost above the limit never fits: denied with no
 //!   Redis call.
+//! - A request with an empty domain, no descriptors or a descriptor with no entries is refused
+//!   (`InvalidArgument`), as envoyproxy/ratelimit refuses the first two.
 //! - Headers and the problem body come from `rl_core::headers`, over the enforced and quota
 //!   limits in request order.
 
@@ -85,6 +87,10 @@ impl Engine {
 
     pub async fn check(&self, req: &CheckRequest) -> Result<CheckResult, rl_core::Error> {
         let start = Instant::now();
+        if let Err(e) = req.validate() {
+            self.metrics.error();
+            return Err(e);
+        }
         let policies = self.policies.load_full();
         let r = self.decide(&policies, req).await;
         self.metrics.observe(start.elapsed());
@@ -211,6 +217,11 @@ impl Engine {
                 _ => Mode::Normal,
             });
 
+        let decided_at_ms = match &enforced {
+            Some(cd) => Some(cd.now_ms),
+            None => decisions.iter().flatten().map(|d| d.now_ms).max(),
+        }
+        .filter(|t| *t > 0);
         let over = never_enforced || quota_over || enforced.as_ref().is_some_and(|d| !d.allowed);
         let mut statuses = Vec::with_capacity(classes.len());
         let mut shown: Vec<(&rl_core::Policy, &Decision)> = Vec::new();
@@ -291,6 +302,7 @@ impl Engine {
             problem_body,
             retry_after: Duration::from_millis(retry_ms),
             mode,
+            decided_at_ms,
         })
     }
 

@@ -75,6 +75,7 @@ pub async fn run(a: ServeArgs) -> Result<(), String> {
     let state = Arc::new(http::Http {
         engine: engine.clone(),
         upstream,
+        decided_at: a.decision_time_header,
         draining: AtomicBool::new(false),
     });
     let grace = Duration::from_millis(a.grace_ms);

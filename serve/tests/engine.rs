@@ -222,3 +222,130 @@ async fn a_denied_request_takes_nothing_and_shadow_never_denies() {
         "{text}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_empty_domain_descriptor_list_or_descriptor_is_refused_as_invalid() {
+    let redis = RedisServer::start().unwrap();
+    let e = engine(&redis);
+    let refused = |r: Result<_, rl_core::Error>| {
+        let err = r.expect_err("refused, not answered OK");
+        assert_eq!(err.kind(), rl_core::ErrorKind::InvalidArgument, "{err}");
+        err
+    };
+    let mut no_domain = req(&[&[("remote_address", "1.1.1.1")]]);
+    no_domain.domain.clear();
+    let err = refused(e.check(&no_domain).await);
+    assert_eq!(err.argument(), Some("domain"));
+    assert!(
+        err.to_string().contains("domain must not be empty"),
+        "{err}"
+    );
+    let err = refused(e.check(&req(&[])).await);
+    assert_eq!(err.argument(), Some("descriptors"));
+    assert!(
+        err.to_string()
+            .contains("descriptor list must not be empty"),
+        "{err}"
+    );
+    let err = refused(
+        e.check(&req(&[&[("remote_address", "1.1.1.1")], &[]]))
+            .await,
+    );
+    assert!(
+        err.to_string().contains("descriptor 1 has no entries"),
+        "{err}"
+    );
+    // Nothing was taken by the refused calls.
+    let r = e
+        .check(&req(&[&[("remote_address", "1.1.1.1")]]))
+        .await
+        .unwrap();
+    assert_eq!(r.statuses[0].limit_remaining, 2);
+    let text = e.metrics().render(&e.limiter().stats());
+    assert!(text.contains("rl_check_errors_total 3"), "{text}");
+}
+
+/// Script calls Redis has run since its stats were last reset (FCALL / EVALSHA / EVAL, any
+/// flavour): the limiter's decisions, not its health checks.
+fn script_calls(redis: &RedisServer) -> u64 {
+    let info = redis.command(&[b"INFO", b"commandstats"]).unwrap();
+    let text = info.as_str().unwrap().to_string();
+    text.lines()
+        .filter(|l| {
+            let name = l.split(':').next().unwrap_or("");
+            ["fcall", "eval"]
+                .iter()
+                .any(|p| name.starts_with(&format!("cmdstat_{p}")))
+        })
+        .filter_map(|l| {
+            l.split(['=', ','])
+                .nth(1)
+                .and_then(|n| n.parse::<u64>().ok())
+        })
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_repeated_denial_on_the_default_domain_group_path_makes_no_redis_call() {
+    let redis = RedisServer::start().unwrap();
+    let e = engine(&redis);
+    // The default path: the domain is the composite call's group (one slot), with one limit and
+    // with two (all or nothing), each request one acquire_all.
+    let one = req(&[&[("remote_address", "3.3.3.3")]]);
+    let two = req(&[&[("remote_address", "4.4.4.4")], &[("user", "vip")]]);
+    for r in [&one, &two] {
+        for _ in 0..3 {
+            assert_eq!(e.check(r).await.unwrap().overall, Code::Ok);
+        }
+        // Redis denies once (the denial is learnt) ...
+        let first = e.check(r).await.unwrap();
+        assert_eq!(first.overall, Code::OverLimit);
+        redis.command(&[b"CONFIG", b"RESETSTAT"]).unwrap();
+        // ... and while it holds (about a minute), the same request is denied from the cache.
+        for _ in 0..20 {
+            let again = e.check(r).await.unwrap();
+            assert_eq!(again.overall, Code::OverLimit);
+            assert!(again.retry_after > std::time::Duration::from_secs(50));
+        }
+        assert_eq!(
+            script_calls(&redis),
+            0,
+            "denied again with no Redis call: {r:?}"
+        );
+    }
+    // The count is real: a request no denial covers is one script call.
+    let fresh = req(&[&[("remote_address", "5.5.5.5")]]);
+    assert_eq!(e.check(&fresh).await.unwrap().overall, Code::Ok);
+    assert_eq!(script_calls(&redis), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_decision_carries_the_redis_time_it_was_made_at() {
+    let redis = RedisServer::start().unwrap();
+    let e = engine(&redis);
+    let redis_ms = || {
+        let t = redis.command(&[b"TIME"]).unwrap();
+        let rl_harness::resp::RespValue::Array(parts) = t else {
+            panic!("TIME is an array: {t:?}")
+        };
+        let secs: u64 = parts[0].as_str().unwrap().parse().unwrap();
+        let micros: u64 = parts[1].as_str().unwrap().parse().unwrap();
+        secs * 1000 + micros / 1000
+    };
+    for r in [
+        req(&[&[("remote_address", "7.7.7.7")]]),
+        req(&[&[("remote_address", "8.8.8.8")], &[("user", "vip")]]),
+        req(&[&[("shadow", "s")]]),
+    ] {
+        let before = redis_ms();
+        let d = e.check(&r).await.unwrap();
+        let after = redis_ms();
+        let t = d.decided_at_ms.expect("a decision Redis made has its time");
+        assert!(before <= t && t <= after, "{before} <= {t} <= {after}");
+    }
+    // Nothing asked, no time: no limit matched, or a ban that never fits.
+    let d = e.check(&req(&[&[("user", "nobody")]])).await.unwrap();
+    assert_eq!(d.decided_at_ms, None);
+    let d = e.check(&req(&[&[("path", "/admin/x")]])).await.unwrap();
+    assert_eq!(d.decided_at_ms, None);
+}

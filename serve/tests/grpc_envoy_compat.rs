@@ -279,6 +279,28 @@ fn hits_addend_is_the_cost_per_request_and_per_descriptor() {
     assert_eq!(remaining(&r, 1), 2, "1 of 3: {r}");
 }
 
+#[test]
+fn an_empty_domain_descriptor_list_or_descriptor_is_invalid_argument_not_ok() {
+    let svc = Service::start(&envoy_configs());
+    // As envoyproxy/ratelimit refuses them, with its words, but as INVALID_ARGUMENT.
+    let e = svc.check_error("", &["-d", "foo=a"]);
+    assert!(e.contains("code = InvalidArgument"), "{e}");
+    assert!(e.contains("rate limit domain must not be empty"), "{e}");
+    let e = svc.check_error("rl", &[]);
+    assert!(e.contains("code = InvalidArgument"), "{e}");
+    assert!(
+        e.contains("rate limit descriptor list must not be empty"),
+        "{e}"
+    );
+    // A descriptor with no entries (Envoy's proto requires one), named by its index.
+    let e = svc.check_error("rl", &["-d", "foo=a", "-d", ""]);
+    assert!(e.contains("code = InvalidArgument"), "{e}");
+    assert!(e.contains("descriptor 1 has no entries"), "{e}");
+    // The refused calls took nothing: a well-formed one still sees the whole limit.
+    let r = svc.check("rl", &["-d", "foo=a,bar=z"]);
+    assert_eq!((overall(&r), remaining(&r, 0)), ("OK", 2), "{r}");
+}
+
 /// Whole seconds from the first send to the last answer, rounded up.
 fn span_secs(paced: &[grpc_support::Paced]) -> u64 {
     let first = paced.iter().map(|p| p.send_ns).min().unwrap();

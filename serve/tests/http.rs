@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{client, get, most_in_any, scratch, write_atomic, Serve, Upstream};
+use common::{client, get, most_in_any, most_in_any_ms, scratch, write_atomic, Serve, Upstream};
 use rl_harness::RedisServer;
 
 /// An IETF field, parsed: each member's name and integer parameters.
@@ -69,6 +69,8 @@ async fn check_endpoint_answers_with_ietf_fields_and_honours_only_trusted_proxie
     for left in [2, 1, 0] {
         let a = get(&c, &url, &from("5.5.5.5")).await.unwrap();
         assert_eq!(a.status, 200, "{a:?}");
+        // Without --decision-time-header no decision time is passed on.
+        assert_eq!(a.header("rl-decided-at"), None);
         let p = fields(a.header("ratelimit-policy").unwrap());
         assert_eq!(
             p,
@@ -167,7 +169,13 @@ descriptors:
     let serve = Serve::start(
         &cfg,
         Some(&redis.url()),
-        &["--upstream", &up.url(), "-o", "local_fallback=false"],
+        &[
+            "--upstream",
+            &up.url(),
+            "-o",
+            "local_fallback=false",
+            "--decision-time-header",
+        ],
     );
     let c = client();
     let url = serve.url("/api/order/create");
@@ -179,7 +187,10 @@ descriptors:
         let (c, url, ok, denied) = (c.clone(), url.clone(), ok.clone(), denied.clone());
         tasks.push(tokio::spawn(async move {
             while start.elapsed() < run {
-                let a = get(&c, &url, &[]).await.expect("every request is answered");
+                // A forged decision time must not reach the upstream.
+                let a = get(&c, &url, &[("RL-Decided-At", "1")])
+                    .await
+                    .expect("every request is answered");
                 match a.status {
                     200 => {
                         assert_eq!(a.body, "hello /api/order/create");
@@ -215,14 +226,39 @@ descriptors:
         denied > ok,
         "the load must exceed the limit: {ok} ok, {denied} denied"
     );
-    // Redis decides on its clock; the upstream stamps arrivals on its own, after the proxy's
-    // queueing (tens of ms on a loaded machine): a request admitted at a window's end can land
-    // in the next one. Any span of the window less that slack holds <= limit.
-    let slack = Duration::from_millis(100);
-    let most = most_in_any(&arrivals, Duration::from_millis(window_ms) - slack);
+    // Exactness on the decisions' own clock: every admitted request reached the upstream with
+    // the Redis time it was decided at (not the client's forged one), and no window of those
+    // times holds more than the limit. Zero slack.
+    let decided: Vec<u64> = up
+        .decided
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|t| t.expect("every admitted request carries RL-Decided-At"))
+        .collect();
+    assert!(
+        decided.iter().all(|t| *t > 1_600_000_000_000),
+        "decision times are Redis's Unix ms, not the client's header: {:?}",
+        &decided[..decided.len().min(5)]
+    );
+    let most = most_in_any_ms(&decided, window_ms);
     assert!(
         most as u64 <= limit,
-        "{most} arrivals in one window; limit {limit}"
+        "{most} decisions in one {window_ms} ms window; limit {limit}"
+    );
+    // On the upstream's own clock arrivals come after the proxy's queueing (tens of ms on a
+    // loaded machine), so a request admitted at a window's end can land in the next one: a
+    // looser check, any span of the window less 100 ms.
+    let slack = Duration::from_millis(100);
+    let most_arrived = most_in_any(&arrivals, Duration::from_millis(window_ms) - slack);
+    println!(
+        "most in any {window_ms} ms: {most} by decision time, {} by arrival, {most_arrived} by arrival in {} ms",
+        most_in_any(&arrivals, Duration::from_millis(window_ms)),
+        window_ms - 100
+    );
+    assert!(
+        most_arrived as u64 <= limit,
+        "{most_arrived} arrivals in one window less 100 ms; limit {limit}"
     );
     // And the limiter is not idle: each full window admitted (nearly) the limit.
     let windows = run.as_millis() as u64 / window_ms;
@@ -273,6 +309,11 @@ async fn policies_reload_on_change_and_sighup_without_a_failed_request() {
         async move { get(&c, &url, &[("x-user", user)]).await.unwrap() }
     };
     assert_eq!(limit_of(&probe("a").await), 1000);
+    // No x-user header: the rule makes no descriptor, so nothing is asked (as Envoy's filter
+    // does not call its service): 200 without fields, not a refused empty list.
+    let a = get(&c, &serve.url("/check"), &[]).await.unwrap();
+    assert_eq!(a.status, 200, "{a:?}");
+    assert!(a.header("ratelimit").is_none(), "{a:?}");
     // 1. The file changes: picked up by the watcher.
     write_atomic(&cfg, &limits(7));
     wait_for_log(&serve, "policies loaded", 2).await;
@@ -388,4 +429,56 @@ async fn sigterm_drains_the_request_in_flight_then_exits() {
     assert!(status.success(), "{status:?}\n{}", serve.log());
     assert!(std::net::TcpStream::connect(serve.addr).is_err());
     assert!(serve.log().contains("stopped"));
+}
+
+/// The value of the Prometheus sample `name` (with its labels, as written) in `text`.
+fn sample(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn metrics_report_lease_stats_when_leases_are_on() {
+    let redis = RedisServer::start().unwrap();
+    let dir = scratch("leases");
+    let cfg = dir.join("p.yaml");
+    // key_group: none sends a one-limit request through `acquire`, where leases live.
+    write_atomic(
+        &cfg,
+        r#"
+domain: hot
+key_group: none
+http:
+  rate_limits:
+    - actions:
+        - generic_key: {descriptor_value: order}
+descriptors:
+  - key: generic_key
+    value: order
+    rate_limit: {unit: minute, requests_per_unit: 10000, name: order}
+"#,
+    );
+    let serve = Serve::start(&cfg, Some(&redis.url()), &["-o", "leases=on"]);
+    let c = client();
+    for _ in 0..50 {
+        let a = get(&c, &serve.url("/check"), &[]).await.unwrap();
+        assert_eq!(a.status, 200, "{a:?}");
+    }
+    let m = get(&c, &serve.url("/metrics"), &[]).await.unwrap().body;
+    let leases = sample(&m, "rl_leases_total").expect("rl_leases_total");
+    assert!(leases >= 1.0, "{m}");
+    let leased = sample(&m, "rl_leased_permits_total{outcome=\"leased\"}").expect("leased");
+    assert!(leased >= 2.0, "{m}");
+    let by_lease = sample(
+        &m,
+        "rl_decisions_total{policy=\"order\",outcome=\"ok\",mode=\"lease\"}",
+    )
+    .expect("decisions made from a lease, by policy");
+    assert!(by_lease >= 1.0, "{m}");
+    assert!(m.contains("# TYPE rl_lease_refunds_total counter"), "{m}");
+    // Without leases the families are there, at zero.
+    let plain = Serve::start(&cfg, Some(&redis.url()), &[]);
+    get(&c, &plain.url("/check"), &[]).await.unwrap();
+    let m = get(&c, &plain.url("/metrics"), &[]).await.unwrap().body;
+    assert_eq!(sample(&m, "rl_leases_total"), Some(0.0), "{m}");
 }

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{client, get, most_in_any, scratch, write_atomic, Serve, Upstream};
+use common::{client, get, most_in_any, most_in_any_ms, scratch, write_atomic, Serve, Upstream};
 use rl_harness::RedisServer;
 
 fn nginx_binary() -> PathBuf {
@@ -89,12 +89,15 @@ http {{
       auth_request_set $rl_policy $upstream_http_ratelimit_policy;
       auth_request_set $rl_state $upstream_http_ratelimit;
       auth_request_set $rl_retry $upstream_http_retry_after;
+      auth_request_set $rl_decided_at $upstream_http_rl_decided_at;
       add_header RateLimit-Policy $rl_policy always;
       add_header RateLimit $rl_state always;
       error_page 403 = @over_limit;
       proxy_pass http://app;
       proxy_http_version 1.1;
       proxy_set_header Connection "";
+      # The decision's Redis time, for the upstream (replaces any the client sent).
+      proxy_set_header RL-Decided-At $rl_decided_at;
     }}
     location @over_limit {{
       add_header RateLimit-Policy $rl_policy always;
@@ -164,16 +167,26 @@ descriptors:
         ),
     );
     // Exactness is Redis's: the local fallback is off (see http.rs).
-    let serve = Serve::start(&cfg, Some(&redis.url()), &["-o", "local_fallback=false"]);
+    let serve = Serve::start(
+        &cfg,
+        Some(&redis.url()),
+        &["-o", "local_fallback=false", "--decision-time-header"],
+    );
     let port = rl_harness::free_port().unwrap();
     let _nginx = start_nginx(&dir, port, serve.addr, up.addr);
     let c = client();
     let url = format!("http://127.0.0.1:{port}/api/order/create");
     // Outside /api/ no limit applies: nginx passes it, without fields.
-    let a = get(&c, &format!("http://127.0.0.1:{port}/static"), &[])
-        .await
-        .unwrap();
+    let a = get(
+        &c,
+        &format!("http://127.0.0.1:{port}/static"),
+        &[("RL-Decided-At", "1")],
+    )
+    .await
+    .unwrap();
     assert_eq!((a.status, a.body.as_str()), (200, "hello /static"));
+    // Nothing was decided, so no time is passed on, and the client's is not either.
+    assert_eq!(up.decided.lock().unwrap().last(), Some(&None));
     let arrivals_before = up.count();
 
     let (ok, denied) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
@@ -184,7 +197,9 @@ descriptors:
         let (c, url, ok, denied) = (c.clone(), url.clone(), ok.clone(), denied.clone());
         tasks.push(tokio::spawn(async move {
             while start.elapsed() < run {
-                let a = get(&c, &url, &[]).await.expect("nginx answers");
+                let a = get(&c, &url, &[("RL-Decided-At", "1")])
+                    .await
+                    .expect("nginx answers");
                 let policy = a.header("ratelimit-policy").expect("RateLimit-Policy");
                 assert_eq!(policy, format!("\"api-per-ip\";q={limit};w=1"));
                 let list: sfv::List = sfv::Parser::new(a.header("ratelimit").unwrap())
@@ -221,9 +236,33 @@ descriptors:
         denied > ok,
         "the load must exceed the limit: {ok} ok, {denied} denied"
     );
-    // Arrivals are stamped on the upstream's clock, after nginx's queueing: allow it 100 ms.
-    let most = most_in_any(&arrivals, Duration::from_millis(window_ms - 100));
-    assert!(most as u64 <= limit, "{most} in one window; limit {limit}");
+    // Exactness on the decisions' own clock, zero slack: nginx passed each admitted request's
+    // Redis decision time (from /check's RL-Decided-At) on to the upstream.
+    let decided: Vec<u64> = up.decided.lock().unwrap()[arrivals_before..]
+        .iter()
+        .map(|t| t.expect("every admitted request carries RL-Decided-At"))
+        .collect();
+    assert!(
+        decided.iter().all(|t| *t > 1_600_000_000_000),
+        "Redis's Unix ms, not the client's header: {:?}",
+        &decided[..decided.len().min(5)]
+    );
+    let most = most_in_any_ms(&decided, window_ms);
+    assert!(
+        most as u64 <= limit,
+        "{most} decisions in one {window_ms} ms window; limit {limit}"
+    );
+    // Arrivals are stamped on the upstream's clock, after nginx's queueing: the looser check
+    // allows them 100 ms.
+    let most_arrived = most_in_any(&arrivals, Duration::from_millis(window_ms - 100));
+    println!(
+        "most in any {window_ms} ms: {most} by decision time; {most_arrived} arrivals in {} ms",
+        window_ms - 100
+    );
+    assert!(
+        most_arrived as u64 <= limit,
+        "{most_arrived} arrivals in one window less 100 ms; limit {limit}"
+    );
     let windows = run.as_millis() as u64 / window_ms;
     assert!(
         ok as u64 >= (windows - 1) * limit,

@@ -177,6 +177,7 @@ mod tests {
             problem_body: Some("{}".into()),
             retry_after: Duration::from_secs(1),
             mode: rl_core::Mode::Normal,
+            decided_at_ms: None,
         }
     }
 

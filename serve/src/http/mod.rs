@@ -32,6 +32,10 @@ use crate::Engine;
 
 pub use proxy::Upstream;
 
+/// The header that carries a decision's time (`CheckResult::decided_at_ms`, Unix ms on the
+/// deciding clock) to the upstream, so it can count admissions per window on that clock.
+pub const DECIDED_AT: &str = "rl-decided-at";
+
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 pub type Body = BoxBody<Bytes, BoxError>;
 
@@ -43,6 +47,8 @@ pub fn full(b: impl Into<Bytes>) -> Body {
 pub struct Http {
     pub engine: Arc<Engine>,
     pub upstream: Option<Upstream>,
+    /// `--decision-time-header`: pass [`DECIDED_AT`] on.
+    pub decided_at: bool,
     /// Set on SIGTERM: `/readyz` says so, so a balancer stops sending before we close.
     pub draining: AtomicBool,
 }
@@ -138,6 +144,11 @@ async fn decide(
         descriptors: extract::descriptors(http, &v),
         hits_addend: 0,
     };
+    if req.descriptors.is_empty() {
+        // Every rule needed a header this request lacks: nothing to ask, as Envoy's filter
+        // does not call the service then. (The engine refuses an empty list from a client.)
+        return Some(Ok(CheckResult::nothing_to_ask()));
+    }
     Some(st.engine.check(&req).await)
 }
 
@@ -164,9 +175,15 @@ pub fn add_fields(h: &mut http::HeaderMap, result: &CheckResult) {
     }
 }
 
+/// A check that failed: 400 when the request was invalid (a descriptor the limiter cannot take),
+/// else 500.
 pub fn failed(e: &rl_core::Error) -> Response<Body> {
     tracing::warn!(error = %e, "check failed");
-    text(StatusCode::INTERNAL_SERVER_ERROR, &format!("rl: {e}\n"))
+    let status = match e.kind() {
+        rl_core::ErrorKind::InvalidArgument => StatusCode::BAD_REQUEST,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    text(status, &format!("rl: {e}\n"))
 }
 
 async fn check(st: &Http, peer: IpAddr, req: hyper::Request<Incoming>) -> Response<Body> {
@@ -185,10 +202,19 @@ async fn check(st: &Http, peer: IpAddr, req: hyper::Request<Incoming>) -> Respon
             "rl: no domain of the policies has an http: section\n",
         ),
         Some(Err(e)) => failed(&e),
-        Some(Ok(r)) if r.overall == Code::OverLimit => denied(&r, deny),
         Some(Ok(r)) => {
-            let mut resp = Response::new(full(Bytes::new()));
-            add_fields(resp.headers_mut(), &r);
+            let mut resp = if r.overall == Code::OverLimit {
+                denied(&r, deny)
+            } else {
+                let mut resp = Response::new(full(Bytes::new()));
+                add_fields(resp.headers_mut(), &r);
+                resp
+            };
+            if st.decided_at {
+                if let Some(t) = r.decided_at_ms {
+                    resp.headers_mut().insert(DECIDED_AT, HeaderValue::from(t));
+                }
+            }
             resp
         }
     }

@@ -14,7 +14,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
-use super::{add_fields, decide, denied, failed, text, Body, Http};
+use super::{add_fields, decide, denied, failed, text, Body, Http, DECIDED_AT};
 use crate::decide::Code;
 
 /// The upstream and its connection pool.
@@ -114,6 +114,13 @@ pub async fn forward(
     };
     if let Ok(v) = HeaderValue::from_str(&xff) {
         parts.headers.insert("x-forwarded-for", v);
+    }
+    if st.decided_at {
+        // Only ours reaches the upstream: a client cannot forge the time it was admitted at.
+        parts.headers.remove(DECIDED_AT);
+        if let Some(t) = result.decided_at_ms {
+            parts.headers.insert(DECIDED_AT, HeaderValue::from(t));
+        }
     }
     match up
         .client

@@ -149,10 +149,12 @@ pub async fn get(c: &HttpClient, url: &str, headers: &[(&str, &str)]) -> Result<
 }
 
 /// A trivial upstream: answers 200 `hello` (after `?sleep_ms=N` ms when asked), recording when
-/// each request reached it on its own clock.
+/// each request reached it on its own clock, and the decision time it carried (`RL-Decided-At`,
+/// Unix ms on Redis's clock; `None` without one) in the same order.
 pub struct Upstream {
     pub addr: SocketAddr,
     pub arrivals: Arc<Mutex<Vec<Instant>>>,
+    pub decided: Arc<Mutex<Vec<Option<u64>>>>,
 }
 
 impl Upstream {
@@ -160,18 +162,28 @@ impl Upstream {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let arrivals: Arc<Mutex<Vec<Instant>>> = Arc::default();
-        let rec = arrivals.clone();
+        let decided: Arc<Mutex<Vec<Option<u64>>>> = Arc::default();
+        let (rec, dec) = (arrivals.clone(), decided.clone());
         tokio::spawn(async move {
             loop {
                 let Ok((s, _)) = listener.accept().await else {
                     continue;
                 };
-                let rec = rec.clone();
+                let (rec, dec) = (rec.clone(), dec.clone());
                 tokio::spawn(async move {
                     let svc = hyper::service::service_fn(move |req: hyper::Request<_>| {
-                        let rec = rec.clone();
+                        let (rec, dec) = (rec.clone(), dec.clone());
                         async move {
-                            rec.lock().unwrap().push(Instant::now());
+                            let t = req
+                                .headers()
+                                .get("rl-decided-at")
+                                .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+                            {
+                                // One lock for both, so the two lists stay in step.
+                                let mut r = rec.lock().unwrap();
+                                r.push(Instant::now());
+                                dec.lock().unwrap().push(t);
+                            }
                             let ms = req
                                 .uri()
                                 .query()
@@ -191,7 +203,11 @@ impl Upstream {
                 });
             }
         });
-        Upstream { addr, arrivals }
+        Upstream {
+            addr,
+            arrivals,
+            decided,
+        }
     }
 
     pub fn url(&self) -> String {
@@ -210,6 +226,21 @@ pub fn most_in_any(times: &[Instant], span: Duration) -> usize {
     let (mut best, mut lo) = (0, 0);
     for hi in 0..t.len() {
         while t[hi].duration_since(t[lo]) >= span {
+            lo += 1;
+        }
+        best = best.max(hi - lo + 1);
+    }
+    best
+}
+
+/// The most decision times (ms) in any span of `span_ms`: at most the limit if the limiter is
+/// exact on its own clock.
+pub fn most_in_any_ms(times: &[u64], span_ms: u64) -> usize {
+    let mut t = times.to_vec();
+    t.sort_unstable();
+    let (mut best, mut lo) = (0, 0);
+    for hi in 0..t.len() {
+        while t[hi] - t[lo] >= span_ms {
             lo += 1;
         }
         best = best.max(hi - lo + 1);

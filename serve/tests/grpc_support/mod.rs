@@ -120,6 +120,22 @@ impl Service {
         check(self.addr, domain, args)
     }
 
+    /// One `ShouldRateLimit` through `rls-client check` that the service must refuse: the
+    /// client's error line (`rls-client: rpc error: code = ... desc = ...`).
+    pub fn check_error(&self, domain: &str, args: &[&str]) -> String {
+        let out = Command::new(tools().join("rls-client"))
+            .args(["check", "-addr", &self.addr.to_string(), "-domain", domain])
+            .args(args)
+            .output()
+            .expect("run rls-client");
+        assert!(
+            !out.status.success(),
+            "the service answered instead of refusing: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        String::from_utf8_lossy(&out.stderr).trim().to_string()
+    }
+
     /// One request through envoyproxy/ratelimit's `client_cmd`: its printed response line.
     pub fn client_cmd(&self, domain: &str, descriptors: &[&str]) -> String {
         let mut cmd = Command::new(tools().join("client_cmd"));

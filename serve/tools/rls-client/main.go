@@ -4,7 +4,8 @@
 // the wire format.
 //
 //	rls-client check -addr HOST:PORT -domain D [-hits N] -d 'k=v,k=v[;hits=N]' ...
-//	    one request; prints the response as one protojson line
+//	    one request; prints the response as one protojson line (`-d ''` is a descriptor
+//	    with no entries); an error status exits 1 with `rls-client: <status>` on stderr
 //	rls-client pace  -addr ... -domain D -d ... [-hits N] -rate R -count N
 //	    N requests, one at a time at R/s; one JSON line per request with the
 //	    client's send/receive times (unix ns) and the overall code
@@ -42,6 +43,11 @@ func (d *descriptors) String() string { return fmt.Sprint(len(*d)) }
 func (d *descriptors) Set(arg string) error {
 	body, hits, hasHits := strings.Cut(arg, ";hits=")
 	desc := &common.RateLimitDescriptor{}
+	if body == "" {
+		// `-d ''`: a descriptor with no entries (to test that the service refuses it).
+		*d = append(*d, desc)
+		return nil
+	}
 	for _, pair := range strings.Split(body, ",") {
 		k, v, ok := strings.Cut(pair, "=")
 		if !ok {
@@ -192,7 +198,12 @@ func load(c *query, conc, nconns int, dur time.Duration, phase float64, window t
 		defer conn.Close()
 		clients[i] = client
 		// Connect before the clock starts.
-		client.ShouldRateLimit(context.Background(), &rls.RateLimitRequest{Domain: "rls-client-warmup"})
+		client.ShouldRateLimit(context.Background(), &rls.RateLimitRequest{
+			Domain: "rls-client-warmup",
+			Descriptors: []*common.RateLimitDescriptor{{
+				Entries: []*common.RateLimitDescriptor_Entry{{Key: "warmup", Value: "1"}},
+			}},
+		})
 	}
 	if phase >= 0 {
 		w := window.Nanoseconds()
