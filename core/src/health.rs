@@ -9,7 +9,8 @@
 //! ```
 //!
 //! Two thresholds and two periods make it hysteretic: a Redis hovering around one threshold
-//! cannot flip the limiter back and forth. Leaving `local` is decided by the probe task alone
+//! cannot flip the limiter back and forth. On Cluster a probe is timed as the slowest master's
+//! answer, so one slow master cannot be outvoted by fast ones (`core/tests/net_faults_cluster.rs`). Leaving `local` is decided by the probe task alone
 //! (`redis_path.rs`), never by a caller, so callers in `local` never wait on Redis at all.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

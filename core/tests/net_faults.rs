@@ -259,9 +259,11 @@ fn latency_just_over_degrade_rtt_goes_local_once_and_back_once() {
         to_local >= options.degrade_after && to_local < options.request_timeout,
         "local {to_local:?} after the toxic"
     );
+    // No sooner than recover_after; the upper bound only says it does come back (a busy machine
+    // slows the probes' median, which restarts the period).
     let back = back.expect("never came back");
     assert!(
-        back >= options.recover_after && back < Duration::from_millis(2000),
+        back >= options.recover_after && back < Duration::from_millis(5000),
         "back to normal {back:?} after the toxic was removed"
     );
     assert!(slowest(&records) <= options.request_timeout);
