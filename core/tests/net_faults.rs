@@ -15,6 +15,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::*;
+use rl_core::audit::max_in_any_window;
 use rl_core::{Limiter, Mode, Options};
 use rl_harness::{Proxy, RedisServer, Stream, Toxiproxy};
 use serde_json::json;
@@ -144,6 +145,24 @@ fn slowest(records: &[Record]) -> Duration {
     records.iter().map(|r| r.latency).max().unwrap_or_default()
 }
 
+/// When the first call that met the fault was sent: the first one started after `at` that took
+/// longer than `degrade_rtt` (calls answered from the denial cache never reach Redis, so the
+/// fault's first victim can come well after the fault itself).
+fn first_held(records: &[Record], at: Instant, degrade_rtt: Duration) -> Instant {
+    records
+        .iter()
+        .filter(|r| r.started >= at && r.latency > degrade_rtt)
+        .map(|r| r.started)
+        .min()
+        .expect("no call met the fault")
+}
+
+/// The most admitted in any window of `window_ms`, from the decisions' own (Redis) times.
+fn most_in_a_window(records: &[Record], window_ms: u64) -> u64 {
+    let admitted: Vec<(u64, u64)> = records.iter().filter_map(Record::admitted).collect();
+    max_in_any_window(&admitted, window_ms)
+}
+
 fn ms(d: Duration) -> u128 {
     d.as_millis()
 }
@@ -182,12 +201,25 @@ fn latency_just_under_degrade_rtt_with_jitter_makes_no_transition() {
         ms(slowest(&records))
     );
     assert!(s.rtt_p50_us >= 2_000, "the toxic was in place: {s:?}");
-    assert_eq!(
-        (s.transitions_to_local, s.transitions_to_normal),
-        (0, 0),
-        "round trips below degrade_rtt moved the limiter: {timeline:?}"
-    );
-    assert!(records.iter().all(|r| r.mode() == Some(Mode::Normal)));
+    // The toxic alone keeps every round trip under 5 ms. The one other way to go local is the
+    // busy machine stalling a call for degrade_after (seen: a 404 ms stall while other builds
+    // ran), which is a slow round trip as far as the limiter can tell, not one below the
+    // threshold: then the slowest call shows it.
+    let stalled = slowest(&records) >= options.degrade_after;
+    if !stalled {
+        assert_eq!(
+            (s.transitions_to_local, s.transitions_to_normal),
+            (0, 0),
+            "round trips below degrade_rtt moved the limiter: {timeline:?}"
+        );
+        assert!(records.iter().all(|r| r.mode() == Some(Mode::Normal)));
+    } else {
+        println!(
+            "REPORT (a call stalled {} ms: the machine's, not the toxic's)",
+            ms(slowest(&records))
+        );
+        assert!(s.transitions_to_local <= 1, "flapped: {timeline:?}");
+    }
 }
 
 /// Round trips of 8 ± 2 ms (6–10 ms: every one above `degrade_rtt`, none below `recover_rtt`)
@@ -207,10 +239,11 @@ fn latency_just_over_degrade_rtt_goes_local_once_and_back_once() {
         (Duration::from_millis(500), latency(&rig.proxy, 8, 2)),
         (Duration::from_millis(3000), remove(&rig.proxy, "latency")),
     ];
+    let limit = 150;
     let (records, timeline, acted) = run(
         &l,
         "over",
-        (1_000_000, 1000, 200),
+        (limit, 1000, 200),
         Duration::from_millis(5500),
         actions,
     );
@@ -223,14 +256,17 @@ fn latency_just_over_degrade_rtt_goes_local_once_and_back_once() {
         .map(Record::done)
         .min()
         .expect("never went local");
-    let to_local = first_local.saturating_duration_since(added);
+    let to_local =
+        first_local.saturating_duration_since(first_held(&records, added, options.degrade_rtt));
     let back = normals
         .first()
         .map(|t| t.saturating_duration_since(removed));
+    let most = most_in_a_window(&records, 1000);
     println!(
         "REPORT latency 8±2 ms for 2.5 s (degrade_rtt {} ms for {} ms, recover_rtt {} ms for {} ms): \
-         first local decision {} ms after the toxic; back to normal {:?} ms after its removal; \
-         transitions to local {}, to normal {}; slowest call {} ms; decisions {}",
+         first local decision {} ms after the first call it held; back to normal {:?} ms after its removal; \
+         transitions to local {}, to normal {}; slowest call {} ms; decisions {}; most admitted in any \
+         window {most} (limit {limit}/1000 ms, offered 200/s)",
         ms(options.degrade_rtt),
         ms(options.degrade_after),
         ms(options.recover_rtt),
@@ -242,6 +278,9 @@ fn latency_just_over_degrade_rtt_goes_local_once_and_back_once() {
         ms(slowest(&records)),
         per_mode(&records)
     );
+    // One instance: its local budget is the whole limit, and the local record counts what it
+    // admitted through Redis in the same window, so the switches let nothing extra through.
+    assert!(most <= limit, "{most} admitted in one window");
     assert_eq!(
         (s.transitions_to_local, s.transitions_to_normal),
         (1, 1),
@@ -360,10 +399,11 @@ fn blackhole_answers_within_the_timeout_goes_local_and_recovers() {
             }),
         ),
     ];
+    let limit = 150;
     let (records, timeline, acted) = run(
         &l,
         "blackhole",
-        (1_000_000, 1000, 200),
+        (limit, 1000, 200),
         Duration::from_millis(6300),
         actions,
     );
@@ -375,19 +415,24 @@ fn blackhole_answers_within_the_timeout_goes_local_and_recovers() {
         .map(Record::done)
         .min()
         .expect("never went local");
-    let to_local = first_local.saturating_duration_since(added);
+    let held = first_held(&records, added, options.degrade_rtt);
+    let to_local = first_local.saturating_duration_since(held);
     let back = timeline
         .to_normal_at()
         .first()
         .map(|t| t.saturating_duration_since(removed));
     let errors = records.iter().filter(|r| r.result.is_err()).count();
+    let most = most_in_a_window(&records, 1000);
     println!(
-        "REPORT blackhole (timeout toxic, both ways) for 2.5 s: first local decision {} ms after it \
-         (degrade_rtt {} + degrade_after {} ms); back to normal {:?} ms after it was lifted; transitions to local {}, \
-         to normal {}; slowest call {} ms (request_timeout {} ms); errors {errors}; decisions {}",
+        "REPORT blackhole (timeout toxic, both ways) for 2.5 s: first local decision {} ms after the first call it held \
+         (degrade_rtt {} + degrade_after {} ms) and {} ms after it began (denials answered from the cache meanwhile); \
+         back to normal {:?} ms after it was lifted; transitions to local {}, \
+         to normal {}; slowest call {} ms (request_timeout {} ms); errors {errors}; decisions {}; \
+         most admitted in any window {most} (limit {limit}/1000 ms, offered 200/s)",
         ms(to_local),
         ms(options.degrade_rtt),
         ms(options.degrade_after),
+        ms(first_local.saturating_duration_since(added)),
         back.map(ms),
         s.transitions_to_local,
         s.transitions_to_normal,
@@ -396,6 +441,9 @@ fn blackhole_answers_within_the_timeout_goes_local_and_recovers() {
         per_mode(&records)
     );
     assert_eq!(errors, 0, "every call is answered (locally if need be)");
+    // Requests held in the hole reach Redis when it lifts and count there (no caller holds
+    // them: an overcount, the safe way); what callers were told stays within the limit.
+    assert!(most <= limit, "{most} admitted in one window");
     assert!(
         slowest(&records) <= options.request_timeout,
         "a call waited {:?}",
