@@ -65,8 +65,13 @@ impl Timeline {
 
 type Action = Box<dyn FnOnce() + Send>;
 
-/// Offers `rate` acquires/s on `key` (limit `limit` per `window_ms`) for `duration` while a thread
-/// runs `actions` at their offsets from the start and samples the limiter's transitions. Returns
+/// The longest a run's script of faults waits for the limiter to be `normal` at its start; every
+/// run lasts that much longer, so the later steps keep their room.
+const MAX_SHIFT: Duration = Duration::from_millis(1500);
+
+/// Offers `rate` acquires/s on `key` (limit `limit` per `window_ms`) for `duration` (plus
+/// [`MAX_SHIFT`]) while a thread runs `actions` at their offsets from the start (the first one
+/// once the limiter is `normal`, the rest shifted with it) and samples the limiter's transitions. Returns
 /// the decisions, the timeline and when each action was done (just before it was sent).
 fn run(
     l: &Limiter,
@@ -86,8 +91,18 @@ fn run(
         let mut acted = Vec::new();
         let mut actions = actions.into_iter().peekable();
         let mut last = (0, 0);
+        let mut shift = Duration::ZERO;
         while !*stop.lock().unwrap() {
-            while actions.peek().is_some_and(|(at, _)| start.elapsed() >= *at) {
+            while let Some((at, _)) = actions.peek() {
+                if start.elapsed() < *at + shift {
+                    break;
+                }
+                // The fault starts from `normal`: a stall of the busy machine may have sent the
+                // limiter local just before; the whole script waits (at most MAX_SHIFT) for it.
+                if acted.is_empty() && shift < MAX_SHIFT && watched.stats().mode != Mode::Normal {
+                    shift = start.elapsed() - *at + Duration::from_millis(2);
+                    break;
+                }
                 let (_, act) = actions.next().unwrap();
                 acted.push(Instant::now());
                 act();
@@ -112,7 +127,7 @@ fn run(
         limit,
         window_ms,
         rate,
-        duration,
+        duration + MAX_SHIFT,
     ));
     *done.lock().unwrap() = true;
     let (timeline, acted) = watcher.join().unwrap();
@@ -248,11 +263,16 @@ fn latency_just_over_degrade_rtt_goes_local_once_and_back_once() {
         actions,
     );
     let (added, removed) = (acted[0], acted[1]);
-    let (locals, normals) = (timeline.to_local_at(), timeline.to_normal_at());
+    let after =
+        |ts: Vec<Instant>| -> Vec<Instant> { ts.into_iter().filter(|t| *t > added).collect() };
+    let (locals, normals) = (
+        after(timeline.to_local_at()),
+        after(timeline.to_normal_at()),
+    );
     let s = l.stats();
     let first_local = records
         .iter()
-        .filter(|r| r.mode() == Some(Mode::Local))
+        .filter(|r| r.started >= added && r.mode() == Some(Mode::Local))
         .map(Record::done)
         .min()
         .expect("never went local");
@@ -265,16 +285,17 @@ fn latency_just_over_degrade_rtt_goes_local_once_and_back_once() {
     println!(
         "REPORT latency 8±2 ms for 2.5 s (degrade_rtt {} ms for {} ms, recover_rtt {} ms for {} ms): \
          first local decision {} ms after the first call it held; back to normal {:?} ms after its removal; \
-         transitions to local {}, to normal {}; slowest call {} ms; decisions {}; most admitted in any \
-         window {most} (limit {limit}/1000 ms, offered 200/s)",
+         transitions to local {}, to normal {} (before it: {}); slowest call {} ms; decisions {}; \
+         most admitted in any window {most} (limit {limit}/1000 ms, offered 200/s)",
         ms(options.degrade_rtt),
         ms(options.degrade_after),
         ms(options.recover_rtt),
         ms(options.recover_after),
         ms(to_local),
         back.map(ms),
-        s.transitions_to_local,
-        s.transitions_to_normal,
+        locals.len(),
+        normals.len(),
+        s.transitions_to_local - locals.len() as u64,
         ms(slowest(&records)),
         per_mode(&records)
     );
@@ -282,7 +303,7 @@ fn latency_just_over_degrade_rtt_goes_local_once_and_back_once() {
     // admitted through Redis in the same window, so the switches let nothing extra through.
     assert!(most <= limit, "{most} admitted in one window");
     assert_eq!(
-        (s.transitions_to_local, s.transitions_to_normal),
+        (locals.len(), normals.len()),
         (1, 1),
         "flapped: to local at {:?}, to normal at {:?} (toxic from {added:?} to {removed:?})",
         locals,
@@ -358,7 +379,8 @@ fn jitter_across_degrade_rtt_does_not_flap() {
         locals <= 1 && normals == 0,
         "flapped under jitter: {locals} to local, {normals} to normal in 4 s"
     );
-    wait_until("normal after the jitter", Duration::from_secs(5), || {
+    // A busy machine slows the probes' median too, which restarts the recovery period.
+    wait_until("normal after the jitter", Duration::from_secs(10), || {
         l.stats().mode == Mode::Normal
     });
 }
@@ -408,18 +430,23 @@ fn blackhole_answers_within_the_timeout_goes_local_and_recovers() {
         actions,
     );
     let (added, removed) = (acted[0], acted[1]);
-    let s = l.stats();
     let first_local = records
         .iter()
-        .filter(|r| r.mode() == Some(Mode::Local))
+        .filter(|r| r.started >= added && r.mode() == Some(Mode::Local))
         .map(Record::done)
         .min()
         .expect("never went local");
     let held = first_held(&records, added, options.degrade_rtt);
+    let after = |ts: Vec<Instant>| ts.into_iter().filter(|t| *t > added).count() as u64;
+    let (locals, normals) = (
+        after(timeline.to_local_at()),
+        after(timeline.to_normal_at()),
+    );
     let to_local = first_local.saturating_duration_since(held);
     let back = timeline
         .to_normal_at()
-        .first()
+        .into_iter()
+        .find(|t| *t > added)
         .map(|t| t.saturating_duration_since(removed));
     let errors = records.iter().filter(|r| r.result.is_err()).count();
     let most = most_in_a_window(&records, 1000);
@@ -434,8 +461,8 @@ fn blackhole_answers_within_the_timeout_goes_local_and_recovers() {
         ms(options.degrade_after),
         ms(first_local.saturating_duration_since(added)),
         back.map(ms),
-        s.transitions_to_local,
-        s.transitions_to_normal,
+        locals,
+        normals,
         ms(slowest(&records)),
         ms(options.request_timeout),
         per_mode(&records)
@@ -456,7 +483,7 @@ fn blackhole_answers_within_the_timeout_goes_local_and_recovers() {
     let back = back.expect("never came back after the blackhole was lifted");
     assert!(back >= options.recover_after, "back after {back:?}");
     assert_eq!(
-        (s.transitions_to_local, s.transitions_to_normal),
+        (locals, normals),
         (1, 1),
         "one spell of local: {timeline:?}"
     );
@@ -472,10 +499,10 @@ fn blackhole_answers_within_the_timeout_goes_local_and_recovers() {
 ///   its retry (after `retry_delay`) takes a second one for the same request. rl does not make
 ///   that retry idempotent (the script has no request id to recognise it by), so this is
 ///   measured, not ruled out: `counted - told` (the lost replies) is at most the attempts that
-///   failed, i.e. over-counting in the safe direction (fewer admissions, never more), bounded
-///   by the failures.
+///   got no answer (the failed calls' and the retries'), i.e. over-counting in the safe
+///   direction (fewer admissions, never more), bounded by the failures.
 #[test]
-fn resets_mid_reply_lose_no_told_admission_and_overcount_at_most_the_failed_attempts() {
+fn resets_mid_reply_lose_no_told_admission_and_overcount_at_most_the_unanswered_attempts() {
     let _heavy = heavy();
     let rig = rig();
     let options = Options {
@@ -545,11 +572,12 @@ fn resets_mid_reply_lose_no_told_admission_and_overcount_at_most_the_failed_atte
         told <= counted,
         "an admission a caller was told of is missing from Redis: told {told}, counted {counted}"
     );
+    // Each request makes at most two attempts (one retry), and each attempt adds at most its
+    // cost: Redis counts at most the attempts made, `told + failed + retries`.
     assert!(
-        counted - told <= s.redis_errors,
-        "Redis counts {} more than callers were told; only {} attempts failed",
-        counted - told,
-        s.redis_errors
+        counted <= told + failed + s.retries,
+        "Redis counts {counted}: more than the {} attempts made",
+        told + failed + s.retries
     );
     // Without the fallback a call ends with an error at its deadline; the machine's scheduling
     // may add a few milliseconds to that instant, never a second timeout.
