@@ -898,11 +898,11 @@ async fn background(path: Weak<RedisPath>, wake: Arc<Notify>) {
                     tracing::trace!(error = %e, "rl: early repair failed");
                 }
             }
-            let rtt = match beat {
-                Ok(rtt) => p.slowest_master(rtt).await,
+            let rtts = match beat {
+                Ok(rtt) => p.slowest_master(rtt).await.map(|worst| (rtt, worst)),
                 Err(_) => None,
             };
-            if streak.probe(Instant::now(), rtt, &p.health.t) {
+            if streak.probe_all(Instant::now(), rtts, &p.health.t) {
                 last_beat = Some(Instant::now());
                 streak.reset();
                 match async {

@@ -20,8 +20,11 @@ use rl_core::{Limiter, Mode, Options};
 use rl_harness::{Proxy, RedisServer, Stream, Toxiproxy};
 use serde_json::json;
 
-/// A redis-server, a Toxiproxy and one proxy to the server; dropped in reverse order.
+/// A redis-server, a Toxiproxy and one proxy to the server; dropped in reverse order. The
+/// runtime lives as long as the test: a limiter's background task (heartbeats, recovery probes)
+/// runs on the runtime of its first call, and ends with it.
 struct Rig {
+    rt: tokio::runtime::Runtime,
     proxy: Proxy,
     _toxiproxy: Toxiproxy,
     server: RedisServer,
@@ -32,6 +35,7 @@ fn rig() -> Rig {
     let toxiproxy = Toxiproxy::start().expect("toxiproxy-server (scripts/toxiproxy.sh)");
     let proxy = toxiproxy.proxy("redis", server.addr()).unwrap();
     Rig {
+        rt: runtime(),
         proxy,
         _toxiproxy: toxiproxy,
         server,
@@ -103,13 +107,13 @@ const MAX_SHIFT: Duration = Duration::from_millis(1500);
 /// once the limiter is `normal`, the rest shifted with it) and samples the limiter's transitions. Returns
 /// the decisions, the timeline and when each action was done (just before it was sent).
 fn run(
+    rt: &tokio::runtime::Runtime,
     l: &Limiter,
     key: &str,
     (limit, window_ms, rate): (u64, u64, u64),
     duration: Duration,
     actions: Vec<(Duration, Action)>,
 ) -> (Vec<Record>, Timeline, Vec<Instant>) {
-    let rt = runtime();
     rt.block_on(l.acquire("warm-up", 1_000_000, 1000, 1))
         .unwrap();
     let done = Arc::new(Mutex::new(false));
@@ -225,6 +229,7 @@ fn latency_just_under_degrade_rtt_with_jitter_makes_no_transition() {
     let l = Limiter::open(Some(&rig.proxy.url()), options.clone()).unwrap();
     let actions = vec![(Duration::ZERO, latency(&rig.proxy, 3, 1))];
     let (records, timeline, _) = run(
+        &rig.rt,
         &l,
         "under",
         (1_000_000, 1000, 200),
@@ -285,6 +290,7 @@ fn latency_just_over_degrade_rtt_goes_local_once_and_back_once() {
     ];
     let limit = 150;
     let (records, timeline, acted) = run(
+        &rig.rt,
         &l,
         "over",
         (limit, 1000, 200),
@@ -365,6 +371,7 @@ fn jitter_across_degrade_rtt_does_not_flap() {
         (Duration::from_millis(4200), remove(&rig.proxy, "latency")),
     ];
     let (records, timeline, acted) = run(
+        &rig.rt,
         &l,
         "jitter",
         (1_000_000, 1000, 200),
@@ -440,6 +447,7 @@ fn blackhole_answers_within_the_timeout_goes_local_and_recovers() {
     ];
     let limit = 150;
     let (records, timeline, acted) = run(
+        &rig.rt,
         &l,
         "blackhole",
         (limit, 1000, 200),
@@ -549,6 +557,7 @@ fn resets_mid_reply_lose_no_told_admission_and_overcount_at_most_the_unanswered_
     }
     let (window, limit) = (60_000, 1_000_000);
     let (records, _, _) = run(
+        &rig.rt,
         &l,
         "reset",
         (limit, window, 300),
@@ -562,7 +571,8 @@ fn resets_mid_reply_lose_no_told_admission_and_overcount_at_most_the_unanswered_
         .count() as u64;
     let failed = records.iter().filter(|r| r.result.is_err()).count() as u64;
     let direct = Limiter::open(Some(&rig.server.url()), strict()).unwrap();
-    let counted = runtime()
+    let counted = rig
+        .rt
         .block_on(direct.peek("reset", limit, window))
         .unwrap()
         .used;
