@@ -55,8 +55,8 @@ throughput: build
 demo: build
 	target/release/rl bench --compare fixed-window --instances 4 --rate 250 --limit 1000 --duration 4s
 
-# The fault scenarios (frozen, down at startup, OOM, Sentinel failover, Cluster migration, clock
-# skew) against real servers, printing the measured figures.
+# The fault scenarios (frozen, down at startup, OOM, Sentinel failover, Cluster migration, network
+# faults through a TCP fault proxy, clock skew) against real servers, printing the measured figures.
 scenarios:
 	bash scripts/scenarios.sh
 

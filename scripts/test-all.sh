@@ -6,6 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/ensure-deps.sh
+# The server matrix's Redis 7.4, Redis 8.2 and Valkey 8.1, and the fault proxy (target/tools).
+bash scripts/servers.sh
+bash scripts/toxiproxy.sh
 
 export CARGO_TERM_COLOR=never
 echo "== format and lints (cargo fmt --check, clippy -D warnings)"
@@ -24,6 +27,17 @@ bash serve/tools/build-go-tools.sh --peer >/dev/null
 
 echo "== Rust tests"
 cargo test --workspace --locked
+
+# The server matrix: the core's exactness, semantics, both script conventions, repair, Functions
+# (and their detection: an ACL user refused them decides by EVALSHA), and the Sentinel and Cluster
+# topologies (failovers, slot migration) against each other server; Debian's Redis 7.0 ran them
+# above. About a minute per server.
+MATRIX_TESTS=(--test exactness --test semantics --test design_script --test repair --test functions
+  --test acl --test topologies)
+while IFS=$'\t' read -r name path version; do
+  echo "== server matrix: $name ($version)"
+  RL_REDIS_SERVER=$path cargo test -p rl-core --locked "${MATRIX_TESTS[@]}"
+done <"${CARGO_TARGET_DIR:-target}/tools/servers.tsv"
 
 # Each binding adds its suite here as it lands; each script builds only its own thin layer.
 for suite in bindings-c/test.sh bindings-python/test.sh bindings-node/test.sh bindings-java/test.sh; do

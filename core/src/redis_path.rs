@@ -839,6 +839,18 @@ impl RedisPath {
         Ok(())
     }
 
+    /// A probe's round trip: the heartbeat's `beat`, or on Cluster the slowest master's if that
+    /// is slower; `None` (a failed probe) when a master does not answer.
+    async fn slowest_master(&self, beat: Duration) -> Option<Duration> {
+        match self.backend.ping_masters().await {
+            Ok(masters) => Some(masters.map_or(beat, |m| m.max(beat))),
+            Err(e) => {
+                tracing::trace!(error = %e, "rl: a master did not answer the probe");
+                None
+            }
+        }
+    }
+
     async fn heartbeat(&self) -> Result<Duration> {
         let started = Instant::now();
         let (live, server_ms) = self
@@ -886,7 +898,11 @@ async fn background(path: Weak<RedisPath>, wake: Arc<Notify>) {
                     tracing::trace!(error = %e, "rl: early repair failed");
                 }
             }
-            if streak.probe(Instant::now(), beat.as_ref().ok().copied(), &p.health.t) {
+            let rtts = match beat {
+                Ok(rtt) => p.slowest_master(rtt).await.map(|worst| (rtt, worst)),
+                Err(_) => None,
+            };
+            if streak.probe_all(Instant::now(), rtts, &p.health.t) {
                 last_beat = Some(Instant::now());
                 streak.reset();
                 match async {

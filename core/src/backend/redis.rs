@@ -16,7 +16,9 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use redis::aio::ConnectionManagerConfig;
-use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
+use redis::cluster_routing::{
+    MultipleNodeRoutingInfo, ResponsePolicy, RoutingInfo, SingleNodeRoutingInfo,
+};
 use tokio::sync::oneshot;
 
 use super::coalesce::{Op, Queues, Turn, Waiter, MAX_WAITING};
@@ -196,6 +198,32 @@ impl RedisBackend {
                 let (id, mut conn) = self.shared.connector.get().await?;
                 let r = redis::cmd("PING").query_async::<()>(&mut conn).await;
                 self.shared.check(id, r)
+            })
+            .await
+    }
+
+    /// The round trip of a PING to every Cluster master at once (so: the slowest one's), for the
+    /// recovery probes: the heartbeat reaches only the master of the fleet key, and a limiter
+    /// that one slow master sent local must not come back while that master is still slow, only
+    /// to be sent local again by the next call to it (measured: it flapped). `None` on the other
+    /// topologies, where the heartbeat's server is the only one.
+    pub(crate) async fn ping_masters(&self) -> Result<Option<Duration>> {
+        self.shared
+            .bounded("PING to every master", async {
+                let (id, mut conn) = self.shared.connector.get().await?;
+                let Conn::Cluster(cluster) = &mut conn else {
+                    return Ok(None);
+                };
+                let started = std::time::Instant::now();
+                let every_master = RoutingInfo::MultiNode((
+                    MultipleNodeRoutingInfo::AllMasters,
+                    Some(ResponsePolicy::AllSucceeded),
+                ));
+                let r = cluster
+                    .route_command(redis::cmd("PING"), every_master)
+                    .await;
+                self.shared.check(id, r)?;
+                Ok(Some(started.elapsed()))
             })
             .await
     }

@@ -386,6 +386,55 @@ impl Cluster {
         Ok(())
     }
 
+    /// Makes node `i` announce `ports[i]` to clients (`cluster-announce-port`) instead of its own,
+    /// e.g. a fault proxy's port in front of it, so that a client following `CLUSTER SLOTS` and
+    /// `-MOVED` reaches every node through its proxy. The cluster bus keeps the real ports (the
+    /// announced bus port is still derived from the node's own port), so faults on the client
+    /// path never disturb gossip or failure detection. Waits until every node's `CLUSTER SLOTS`
+    /// names only the announced ports. `slot_owner` and the helpers built on it then no longer
+    /// map ports to nodes.
+    pub fn announce_ports(&self, ports: &[u16]) -> io::Result<()> {
+        if ports.len() != self.nodes.len() {
+            return Err(invalid(format!(
+                "{} ports for {} nodes",
+                ports.len(),
+                self.nodes.len()
+            )));
+        }
+        for (node, port) in self.nodes.iter().zip(ports) {
+            let port = port.to_string();
+            expect_ok(
+                node,
+                &[b"CONFIG", b"SET", b"cluster-announce-port", port.as_bytes()],
+            )?;
+        }
+        poll(START_TIMEOUT, "every node announcing its new port", || {
+            self.nodes.iter().try_for_each(|node| {
+                let reply = node
+                    .command(&[b"CLUSTER", b"SLOTS"])
+                    .map_err(|e| format!("CLUSTER SLOTS on port {}: {e}", node.port()))?;
+                let RespValue::Array(ranges) = &reply else {
+                    return Err(format!("CLUSTER SLOTS answered {reply:?}"));
+                };
+                for range in ranges {
+                    let RespValue::Array(r) = range else {
+                        return Err(format!("CLUSTER SLOTS answered {reply:?}"));
+                    };
+                    for holder in &r[2..] {
+                        let port = match holder {
+                            RespValue::Array(h) => h.get(1).and_then(RespValue::as_int),
+                            _ => None,
+                        };
+                        if !port.is_some_and(|p| ports.iter().any(|&a| i64::from(a) == p)) {
+                            return Err(format!("node {} still names port {port:?}", node.port()));
+                        }
+                    }
+                }
+                Ok(())
+            })
+        })
+    }
+
     /// Stops every node, reporting the first failure but still trying the rest.
     pub fn stop(&mut self) -> io::Result<()> {
         let mut result = Ok(());
