@@ -42,7 +42,7 @@ else
   echo "(no c++ compiler: skipped compiling rl.h as C++)"
 fi
 # The suite: main.c (settings, helpers, the list of tests) and one file per concern.
-suite=(main.c test_api.c test_options.c test_backend.c test_leases.c test_composite.c test_fork.c test_threads.c)
+suite=(main.c test_api.c test_options.c test_backend.c test_leases.c test_composite.c test_fork.c test_threads.c test_fuzz.c)
 "$CC" "${cflags[@]}" -Ibindings-c/tests -o "$out/test_rl" "${suite[@]/#/bindings-c/tests/}" "${link_so[@]}" ||
   die "compiling the suite in tests/ failed"
 # The conformance table becomes a C header here (python3, stdlib only): see tests/gen_conformance.py.
