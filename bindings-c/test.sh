@@ -110,8 +110,9 @@ native=(--limit 500 --window-ms 500)
 slow=(--limit 20 --window-ms 1000)
 with_redis=("$harness" run --)
 
-run "native/redis" "${with_redis[@]}" "$out/test_rl" --backend redis "${native[@]}"
-run "native/memory" "$out/test_rl" --backend memory "${native[@]}"
+# tests/test_fuzz.c: 1000 random calls per kind natively, its default (60) under valgrind.
+run "native/redis" "${with_redis[@]}" env RL_FUZZ_RUNS=1000 "$out/test_rl" --backend redis "${native[@]}"
+run "native/memory" env RL_FUZZ_RUNS=1000 "$out/test_rl" --backend memory "${native[@]}"
 # Natively only: in a fork()ed child the core abandons the parent's runtime and Redis connection on
 # purpose (their threads do not exist there, so they cannot be shut down), and valgrind, which
 # follows the child, counts those as definite leaks. (The 200 forks would also take minutes there.)
