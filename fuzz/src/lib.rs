@@ -8,8 +8,11 @@
 use rl_core::options::{camel_case, snake_case, spec, Value, OPTIONS};
 use rl_core::{ErrorKind, Options, Policy, MAX_PERMITS, MAX_WINDOW_MS};
 
+/// A target's body: any bytes in, a panic on a finding.
+pub type Target = fn(&[u8]);
+
 /// Every target, by the name of its corpus directory.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Target)] = &[
     ("url", url),
     ("options_text", options_text),
     ("options_value", options_value),
