@@ -48,11 +48,24 @@ KEY = st.one_of(
 )
 
 
+OUTCOMES = {"ok": 0, "refused": 0}
+
+
+def both_outcomes(run: Callable[[], None]) -> None:
+    """Runs a Hypothesis property; both outcomes must occur (one that never admits tests little)."""
+    OUTCOMES.update(ok=0, refused=0)
+    run()
+    assert OUTCOMES["ok"] > 0 and OUTCOMES["refused"] > 0, OUTCOMES
+
+
 def typed(call: Callable[[], T]) -> Optional[T]:
     """The call's result, or None if it raised InvalidArgument naming an argument."""
     try:
-        return call()
+        r = call()
+        OUTCOMES["ok"] += 1
+        return r
     except rl.InvalidArgument as e:
+        OUTCOMES["refused"] += 1
         assert not isinstance(e, rl.NativePanicError)
         assert isinstance(e.argument, str) and e.argument, repr(e)
         assert str(e)
@@ -72,17 +85,20 @@ def limiter(redis_url: str) -> Any:
         yield lim
 
 
-@SETTINGS
-@given(key=KEY, limit=NUMBER, window=NUMBER, cost=NUMBER)
-def test_random_acquire_peek_and_reset_arguments(limiter: rl.Limiter, key: Any, limit: Any, window: Any, cost: Any) -> None:
-    d = typed(lambda: limiter.acquire(key, limit, window, cost))
-    if d is not None:
-        well_formed(d)
-    p = typed(lambda: limiter.peek(key, limit, window))
-    if p is not None:
-        well_formed(p)
-    typed(lambda: limiter.reset(key))
-    typed(lambda: limiter.redis_key(key))
+def test_random_acquire_peek_and_reset_arguments(limiter: rl.Limiter) -> None:
+    @SETTINGS
+    @given(key=KEY, limit=NUMBER, window=NUMBER, cost=NUMBER)
+    def prop(key: Any, limit: Any, window: Any, cost: Any) -> None:
+        d = typed(lambda: limiter.acquire(key, limit, window, cost))
+        if d is not None:
+            well_formed(d)
+        p = typed(lambda: limiter.peek(key, limit, window))
+        if p is not None:
+            well_formed(p)
+        typed(lambda: limiter.reset(key))
+        typed(lambda: limiter.redis_key(key))
+
+    both_outcomes(prop)
 
 
 OPTION_NAME = st.one_of(st.sampled_from(rl.OPTIONS), st.text(max_size=12))
@@ -93,38 +109,52 @@ OPTION_VALUE = st.one_of(
 )
 
 
-@SETTINGS
-@given(options=st.dictionaries(OPTION_NAME, OPTION_VALUE, max_size=4))
-def test_random_options_open_or_raise_a_typed_error(options: dict) -> None:
-    lim = typed(lambda: rl.Limiter(None, **options))
-    if lim is not None:
-        well_formed(lim.acquire("k", 5, 1000))
-        lim.close()
+def test_random_options_open_or_raise_a_typed_error() -> None:
+    @SETTINGS
+    @given(options=st.dictionaries(OPTION_NAME, OPTION_VALUE, max_size=4))
+    def prop(options: dict) -> None:
+        lim = typed(lambda: rl.Limiter(None, **options))
+        if lim is not None:
+            well_formed(lim.acquire("k", 5, 1000))
+            lim.close()
+
+    both_outcomes(prop)
 
 
-@SETTINGS
-@given(url=st.one_of(ANY, st.text(max_size=30).filter(lambda u: "://" not in u)))
-def test_random_non_url_values_are_refused_as_typed_errors(url: Any) -> None:
-    # Only values that cannot name a host: a fuzzed host name would be looked up in DNS.
-    lim = typed(lambda: rl.Limiter(url))
-    if lim is not None:
-        lim.close()
+def test_random_non_url_values_are_refused_as_typed_errors() -> None:
+    @SETTINGS
+    @given(url=st.one_of(ANY, st.text(max_size=30).filter(lambda u: "://" not in u)))
+    def prop(url: Any) -> None:
+        # Only values that cannot name a host: a fuzzed host name would be looked up in DNS.
+        lim = typed(lambda: rl.Limiter(url))
+        if lim is not None:
+            lim.close()
+
+    both_outcomes(prop)
 
 
+# In range, one cost: admitted or denied, unless the keys' slots differ without a group.
+GOOD_RULE = st.builds(rl.Rule, st.sampled_from(["a", "b"]), st.integers(1, 100), st.integers(1, 100_000))
 RULE = st.builds(lambda k, l, w, c: typed(lambda: rl.Rule(k, l, w, c)), KEY, NUMBER, NUMBER, NUMBER)
 
 
-@SETTINGS
-@given(rules=st.one_of(st.lists(RULE, max_size=18), ANY), group=st.one_of(st.none(), KEY))
-def test_random_rule_lists(limiter: rl.Limiter, rules: Any, group: Any) -> None:
-    if isinstance(rules, list):
-        rules = [r if r is not None else rl.Rule("k", 1, 1000) for r in rules]
-    c = typed(lambda: limiter.acquire_all(rules, group))
-    if c is not None:
-        assert isinstance(c, rl.CompositeDecision) and isinstance(c.allowed, bool)
-        assert len(c.decisions) == len(rules)
-        for d in c.decisions:
-            well_formed(d)
+def test_random_rule_lists(limiter: rl.Limiter) -> None:
+    @SETTINGS
+    @given(
+        rules=st.one_of(st.lists(RULE, max_size=18), st.lists(GOOD_RULE, min_size=1, max_size=4), ANY),
+        group=st.one_of(st.none(), st.just("g"), KEY),
+    )
+    def prop(rules: Any, group: Any) -> None:
+        if isinstance(rules, list):
+            rules = [r if r is not None else rl.Rule("k", 1, 1000) for r in rules]
+        c = typed(lambda: limiter.acquire_all(rules, group))
+        if c is not None:
+            assert isinstance(c, rl.CompositeDecision) and isinstance(c.allowed, bool)
+            assert len(c.decisions) == len(rules)
+            for d in c.decisions:
+                well_formed(d)
+
+    both_outcomes(prop)
 
 
 POLICY_PIECES = ["1", "100", "0", "99999999999999999999", "/", " per ", "PER", "s", "ms", "m", "hour",
@@ -132,9 +162,21 @@ POLICY_PIECES = ["1", "100", "0", "99999999999999999999", "/", " per ", "PER", "
                  "\U0001F600", "5 a\u20ac/s"]
 
 
-@SETTINGS
-@given(text=st.one_of(st.text(max_size=30), st.lists(st.sampled_from(POLICY_PIECES), max_size=10).map("".join), ANY))
-def test_random_policy_text(text: Any) -> None:
-    ps = typed(lambda: rl.parse_policies(text))
-    if ps is not None:
-        assert ps and all(isinstance(p, rl.Policy) and 1 <= p.limit <= rl.MAX_PERMITS for p in ps)
+def test_random_policy_text() -> None:
+    @SETTINGS
+    @given(
+        text=st.one_of(
+            st.text(max_size=30),
+            st.lists(st.sampled_from(POLICY_PIECES), max_size=10).map("".join),
+            st.tuples(st.integers(0, 2000), st.sampled_from(["/", " per "]), st.sampled_from(["s", "ms", "2m", "hour", "x", ""])).map(
+                lambda t: f"{t[0]}{t[1]}{t[2]}"
+            ),
+            ANY,
+        )
+    )
+    def prop(text: Any) -> None:
+        ps = typed(lambda: rl.parse_policies(text))
+        if ps is not None:
+            assert ps and all(isinstance(p, rl.Policy) and 1 <= p.limit <= rl.MAX_PERMITS for p in ps)
+
+    both_outcomes(prop)
