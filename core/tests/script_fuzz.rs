@@ -6,9 +6,11 @@
 //!
 //! Oracle, per call: the reply is a decision of its convention's shape, or that convention's
 //! refusal (`invalid_args`, `{-1, name, index}`, `{-2, server_ms}` for a refused client clock);
-//! never a Lua or Redis error. A refused call writes nothing: DBSIZE and every key's DUMP are
-//! what they were before it. The keys hold real windows and leases from the accepted calls.
-//! `RL_SCRIPT_FUZZ_CASES` sets the number of calls (`make fuzz` runs many more).
+//! never a Lua or Redis error. A refused call writes nothing: DBSIZE and every key's DUMP are what
+//! they were before it. The keys hold real windows and leases from the accepted calls. Half the
+//! calls go by EVALSHA, half by FCALL to the same file loaded as a Functions library (where the
+//! server has Functions). `RL_SCRIPT_FUZZ_CASES` sets the number of calls (default 3000; `make
+//! fuzz` runs many more).
 
 mod common;
 
@@ -18,7 +20,7 @@ use std::time::Duration;
 use common::*;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
-use rl_core::{sliding_window_sha, SLIDING_WINDOW_LUA};
+use rl_core::{sliding_window_sha, SLIDING_WINDOW_LIBRARY, SLIDING_WINDOW_LUA};
 use rl_harness::{Connection, RespValue};
 
 const POOL: &[&[u8]] = &[
@@ -363,6 +365,13 @@ fn random_argv_in_every_convention_is_decided_or_refused_and_a_refusal_writes_no
         .command(&[b"SCRIPT", b"LOAD", SLIDING_WINDOW_LUA.as_bytes()])
         .unwrap();
     assert_eq!(sha.as_str(), Some(sliding_window_sha()));
+    // The same file as a Functions library (Redis >= 7), called by FCALL on every other call.
+    let lib = &*SLIDING_WINDOW_LIBRARY;
+    let functions = !c
+        .borrow_mut()
+        .command(&[b"FUNCTION", b"LOAD", lib.code.as_bytes()])
+        .unwrap()
+        .is_error();
     let counts = RefCell::new(std::collections::BTreeMap::<(String, bool), u32>::new());
     let mut runner = TestRunner::new(Config {
         cases,
