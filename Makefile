@@ -1,6 +1,6 @@
 # One entry point. `make test` runs every test (installing what is missing); `make bench` runs the
 # design's benchmark against a private local Redis; `make demo` shows one key being limited.
-.PHONY: build test bench bench-grpc bench-http bench-python bench-serve throughput demo scenarios hotkey clean dist install
+.PHONY: build test fuzz bench bench-grpc bench-http bench-python bench-serve throughput demo scenarios hotkey clean dist install
 
 build:
 	cargo build --release -p rl-cli
@@ -20,6 +20,12 @@ install:
 	bash scripts/dist.sh c
 	mkdir -p "$(DESTDIR)$(PREFIX)"
 	cp -R --preserve=mode,links,timestamps "$${CARGO_TARGET_DIR:-target}"/dist-stage/c/rl-$$(python3 scripts/check-versions.py --get)-linux-x86_64/. "$(DESTDIR)$(PREFIX)/"
+
+# The long fuzz run: cargo-fuzz (nightly) on the URL, options and policy parsers, FUZZ_SECONDS
+# each (default 600), then SCRIPT_FUZZ_CASES (default 100000) random script calls against a
+# private redis-server. `make test` runs the short version on stable (seeds + a few seconds).
+fuzz:
+	bash scripts/fuzz.sh
 
 bench: build
 	target/release/rl bench

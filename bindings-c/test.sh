@@ -46,7 +46,7 @@ else
   echo "(no c++ compiler: skipped compiling rl.h as C++)"
 fi
 # The suite: main.c (settings, helpers, the list of tests) and one file per concern.
-suite=(main.c test_api.c test_options.c test_backend.c test_leases.c test_composite.c test_fork.c test_threads.c)
+suite=(main.c test_api.c test_options.c test_backend.c test_leases.c test_composite.c test_fork.c test_threads.c test_fuzz.c)
 "$CC" "${cflags[@]}" -Ibindings-c/tests -o "$out/test_rl" "${suite[@]/#/bindings-c/tests/}" "${link_so[@]}" ||
   die "compiling the suite in tests/ failed"
 # The conformance table becomes a C header here (python3, stdlib only): see tests/gen_conformance.py.
@@ -114,8 +114,9 @@ native=(--limit 500 --window-ms 500)
 slow=(--limit 20 --window-ms 1000)
 with_redis=("$harness" run --)
 
-run "native/redis" "${with_redis[@]}" "$out/test_rl" --backend redis "${native[@]}"
-run "native/memory" "$out/test_rl" --backend memory "${native[@]}"
+# tests/test_fuzz.c: 1000 random calls per kind natively, its default (60) under valgrind.
+run "native/redis" "${with_redis[@]}" env RL_FUZZ_RUNS=1000 "$out/test_rl" --backend redis "${native[@]}"
+run "native/memory" env RL_FUZZ_RUNS=1000 "$out/test_rl" --backend memory "${native[@]}"
 # Natively only: in a fork()ed child the core abandons the parent's runtime and Redis connection on
 # purpose (their threads do not exist there, so they cannot be shut down), and valgrind, which
 # follows the child, counts those as definite leaks. (The 200 forks would also take minutes there.)

@@ -157,6 +157,9 @@ static const struct test TESTS[] = {
     /* Needs no Redis, but once is enough: with the Redis suite. */
     {"fork_while_threads_mid_call_local", test_fork_while_threads_mid_call_local, 1},
     {"threads_exact", test_threads_exact, 0},
+    {"fuzz_acquire_peek_reset", test_fuzz_acquire_peek_reset, 0},
+    {"fuzz_acquire_all", test_fuzz_acquire_all, 0},
+    {"fuzz_policies_and_options", test_fuzz_policies_and_options, 0},
 };
 
 int main(int argc, char **argv) {

@@ -50,6 +50,9 @@ int starts_with(const char *s, const char *prefix);
 int free_port(void);
 
 /* test_api.c */
+void test_fuzz_acquire_peek_reset(void);
+void test_fuzz_acquire_all(void);
+void test_fuzz_policies_and_options(void);
 void test_version(void);
 void test_names(void);
 void test_options_default(void);

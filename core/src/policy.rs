@@ -150,8 +150,8 @@ fn parse_one(item: &str) -> Result<Policy> {
     let after = rest[digits..].trim_start();
     let per = if let Some(r) = after.strip_prefix('/') {
         r
-    } else if after.len() >= 3 && after[..3].eq_ignore_ascii_case("per") {
-        &after[3..]
+    } else if let Some(r) = strip_prefix_ignore_case(after, "per") {
+        r
     } else {
         return Err(bad(
             item,
@@ -202,6 +202,16 @@ fn parse_one(item: &str) -> Result<Policy> {
         limit,
         window_ms,
     })
+}
+
+/// `text` after a leading `prefix` (ASCII, any case). Compared by bytes: slicing the text at
+/// `prefix.len()` could cut a multi-byte character (`"1 a€/s"` once panicked here; found by
+/// `fuzz/`'s `policy` target).
+fn strip_prefix_ignore_case<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
+    let head = text.as_bytes().get(..prefix.len())?;
+    // An ASCII prefix that matches ends on a character boundary.
+    head.eq_ignore_ascii_case(prefix.as_bytes())
+        .then(|| &text[prefix.len()..])
 }
 
 fn check_limit(text: &str, limit: u64) -> Result<()> {
@@ -329,5 +339,14 @@ mod tests {
         assert!(Policy::new(Some("a\\b"), 5, 1500).is_err());
         assert!(Policy::new(None, 0, 1500).is_err());
         assert!(Policy::new(None, 1, 0).is_err());
+    }
+
+    #[test]
+    fn a_multi_byte_character_where_per_may_stand_is_refused_not_a_panic() {
+        for text in ["1 a€/s", "1😀", "5 p€r s", "1 pe\u{e9}/s"] {
+            let e = Policy::parse_many(text).unwrap_err();
+            assert_eq!(e.argument(), Some("policy"), "{text}: {e}");
+        }
+        assert_eq!(Policy::parse("3 PER 2 s").unwrap().window_ms, 2000);
     }
 }

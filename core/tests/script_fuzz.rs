@@ -1,0 +1,430 @@
+//! `lua/sliding_window.lua` under random ARGV, on a real redis-server, in each of its calling
+//! conventions: the design's (2 KEYS, 6 decimal ARGV), rl's packed `rl1` batch, the `rl1L` lease
+//! call and the `rl1C` composite. Numbers are drawn from the edges the script checks (0, 1, the
+//! maxima and one past them, fractions, negative zero, NaN, the infinities, 2^53, any bit
+//! pattern), and the argument counts and packed lengths from the right ones and their neighbours.
+//!
+//! Oracle, per call: the reply is a decision of its convention's shape, or that convention's
+//! refusal (`invalid_args`, `{-1, name, index}`, `{-2, server_ms}` for a refused client clock);
+//! never a Lua or Redis error. A refused call writes nothing: DBSIZE and every key's DUMP are what
+//! they were before it. The keys hold real windows and leases from the accepted calls. Half the
+//! calls go by EVALSHA, half by FCALL to the same file loaded as a Functions library (where the
+//! server has Functions). `RL_SCRIPT_FUZZ_CASES` sets the number of calls (default 3000; `make
+//! fuzz` runs many more).
+
+mod common;
+
+use std::cell::RefCell;
+use std::time::Duration;
+
+use common::*;
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use rl_core::{sliding_window_sha, SLIDING_WINDOW_LIBRARY, SLIDING_WINDOW_LUA};
+use rl_harness::{Connection, RespValue};
+
+const POOL: &[&[u8]] = &[
+    b"rl:{a}",
+    b"rl:{b}",
+    b"rl:{c}",
+    b"rl:{a}:cfg",
+    b"rl:{d}",
+    b"rl:{e}",
+];
+
+/// A number the script reads as a packed double.
+fn num(now: f64) -> impl Strategy<Value = f64> {
+    prop_oneof![
+        4 => prop::sample::select(vec![
+            0.0, 1.0, 2.0, 3.0, 10.0, 1000.0, 60_000.0, 1e15, 1e15 + 1.0, 1e15 - 1.0,
+            2_592_000_000.0, 2_592_000_001.0, 4_503_599_627_370_496.0, 9_007_199_254_740_993.0,
+            0.5, 1.5, -1.0, -0.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY, f64::MIN_POSITIVE,
+            f64::MAX, 2e15, now, now + 500.0, now - 5000.0,
+        ]),
+        2 => (1u64..2000).prop_map(|n| n as f64),
+        1 => any::<u64>().prop_map(f64::from_bits),
+    ]
+}
+
+fn packed(values: &[f64]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_be_bytes()).collect()
+}
+
+/// A packed ARGV of `n` doubles, sometimes one byte short or long.
+fn blob(n: std::ops::Range<usize>, now: f64) -> impl Strategy<Value = Vec<u8>> {
+    (
+        prop::collection::vec(num(now), n),
+        prop::sample::select(vec![0i8, 0, 0, 0, 0, 0, -1, 1]),
+    )
+        .prop_map(|(v, skew)| {
+            let mut b = packed(&v);
+            match skew {
+                -1 => {
+                    b.pop();
+                }
+                1 => b.push(0),
+                _ => {}
+            }
+            b
+        })
+}
+
+/// A decimal argument for the design's convention.
+fn decimal(now: u64) -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        3 => prop::sample::select(vec![
+            "0".to_string(), "1".into(), "2".into(), "1000".into(), "60000".into(), "-1".into(),
+            "1.5".into(), "1e3".into(), "0x10".into(), " 5".into(), "+5".into(), "5 ".into(),
+            "inf".into(), "nan".into(), "".into(), "99999999999999999".into(),
+            "1000000000000000".into(), "1000000000000001".into(), "2592000000".into(),
+            "2592000001".into(), now.to_string(), "gw-03".into(), "\u{e9}".into(),
+        ]).prop_map(String::into_bytes),
+        2 => (0u64..5000).prop_map(|n| n.to_string().into_bytes()),
+        1 => prop::collection::vec(any::<u8>(), 0..20),
+    ]
+}
+
+fn keys(n: std::ops::Range<usize>) -> impl Strategy<Value = Vec<Vec<u8>>> {
+    prop::collection::vec(prop::sample::select(POOL).prop_map(<[u8]>::to_vec), n)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Conv {
+    Design,
+    Native,
+    Lease,
+    Composite,
+}
+
+#[derive(Debug, Clone)]
+struct Call {
+    conv: Conv,
+    keys: Vec<Vec<u8>>,
+    argv: Vec<Vec<u8>>,
+}
+
+/// ARGV[2]: client clock and skew allowance, usually in shape, sometimes not.
+fn clock(now: f64) -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        6 => Just(packed(&[0.0, 1000.0])),
+        2 => prop::sample::select(vec![0.0, now, now + 200.0]).prop_flat_map(move |c| {
+            prop::sample::select(vec![0.0, 1000.0, 1e6, -1.0, 0.5])
+                .prop_map(move |s| packed(&[c, s]))
+        }),
+        1 => blob(2..3, now),
+        1 => prop::collection::vec(any::<u8>(), 0..20),
+    ]
+}
+
+/// Trailing extra or missing ARGV, sometimes.
+fn arity(argv: Vec<Vec<u8>>, cut: u8) -> Vec<Vec<u8>> {
+    let mut argv = argv;
+    match cut {
+        0 => {
+            argv.pop();
+        }
+        1 => argv.push(b"x".to_vec()),
+        _ => {}
+    }
+    argv
+}
+
+fn calls(now_ms: u64) -> impl Strategy<Value = Call> {
+    let now = now_ms as f64;
+    let cut = 0u8..12;
+    let good = (1u64..5000, 1u64..50).prop_map(move |(w, l)| {
+        [
+            now_ms.to_string(),
+            w.to_string(),
+            l.to_string(),
+            "0".into(),
+            "0".into(),
+            "gw".into(),
+        ]
+        .map(String::into_bytes)
+        .to_vec()
+    });
+    let design_argv = prop_oneof![
+        2 => prop::collection::vec(decimal(now_ms), 5..8),
+        1 => (good, 0usize..6, decimal(now_ms)).prop_map(|(mut a, i, d)| {
+            a[i] = d;
+            a
+        }),
+    ];
+    let design =
+        (prop_oneof![3 => keys(2..3), 1 => keys(0..4)], design_argv).prop_map(|(keys, argv)| {
+            Call {
+                conv: Conv::Design,
+                keys,
+                argv,
+            }
+        });
+    // Requests: op, window, limit, cost; ops and small numbers often valid so writes happen.
+    let request = prop_oneof![
+        2 => (0u8..2, 1u64..5000, 1u64..50, 1u64..4)
+            .prop_map(|(o, w, l, c)| vec![f64::from(o), w as f64, l as f64, c as f64]),
+        1 => prop::collection::vec(num(now), 4..5),
+    ];
+    let native = (
+        prop_oneof![4 => keys(1..2), 1 => keys(0..3)],
+        clock(now),
+        prop_oneof![
+            3 => prop::collection::vec(request.clone(), 0..5)
+                .prop_map(|r| packed(&r.concat())),
+            1 => blob(0..9, now),
+        ],
+        cut.clone(),
+    )
+        .prop_map(|(keys, clock, reqs, cut)| Call {
+            conv: Conv::Native,
+            keys,
+            argv: arity(vec![b"rl1".to_vec(), clock, reqs], cut),
+        });
+    let lease_args = prop_oneof![
+        2 => (1u64..5000, 1u64..100, 0u64..20, 1u64..5, 1u64..2000, 0u64..4, 0u64..4, 0u64..20)
+            .prop_map(|(w, l, want, least, ms, seq, old, used)| {
+                packed(&[w, l, want.min(l), least, ms, seq, old, used].map(|v| v as f64))
+            }),
+        1 => blob(7..10, now),
+    ];
+    let instance = prop_oneof![
+        3 => prop::sample::select(vec![b"i1".to_vec(), b"i2".to_vec()]),
+        1 => prop::collection::vec(any::<u8>(), 0..3),
+        1 => Just(vec![b'x'; 257]),
+    ];
+    let lease = (
+        prop_oneof![4 => keys(1..2), 1 => keys(0..3)],
+        clock(now),
+        lease_args,
+        instance,
+        cut.clone(),
+    )
+        .prop_map(|(keys, clock, args, id, cut)| Call {
+            conv: Conv::Lease,
+            keys,
+            argv: arity(vec![b"rl1L".to_vec(), clock, args, id], cut),
+        });
+    let rule = prop_oneof![
+        2 => (1u64..4, 1u64..5000, 1u64..50, 1u64..3)
+            .prop_map(|(k, w, l, c)| vec![k as f64, w as f64, l as f64, c.min(l) as f64]),
+        1 => prop::collection::vec(num(now), 4..5),
+    ];
+    // Distinct keys, each with a rule of cost 1, then more rules: well-formed but for the edits.
+    let distinct = prop::sample::subsequence(POOL.to_vec(), 1..4)
+        .prop_map(|k| k.into_iter().map(<[u8]>::to_vec).collect::<Vec<_>>());
+    let well_formed = (
+        distinct,
+        prop::collection::vec((0usize..3, 1u64..5000, 1u64..20), 0..4),
+    )
+        .prop_map(|(keys, extra)| {
+            let n = keys.len();
+            let mut rules: Vec<f64> = Vec::new();
+            for k in 1..=n {
+                rules.extend([k as f64, 1000.0, 10.0, 1.0]);
+            }
+            for (k, w, l) in extra {
+                rules.extend([(k % n + 1) as f64, w as f64, l as f64, 1.0]);
+            }
+            (keys, packed(&rules))
+        });
+    let composite = (
+        prop_oneof![
+            3 => well_formed,
+            1 => (keys(0..5), prop::collection::vec(rule, 0..6))
+                .prop_map(|(k, r)| (k, packed(&r.concat()))),
+            1 => (keys(0..5), blob(0..9, now)),
+            1 => keys(1..2).prop_map(|k| (k, packed(&[1.0, 1000.0, 5.0, 1.0].repeat(17)))),
+        ],
+        clock(now),
+        cut,
+    )
+        .prop_map(|((keys, rules), clock, cut)| Call {
+            conv: Conv::Composite,
+            keys,
+            argv: arity(vec![b"rl1C".to_vec(), clock, rules], cut),
+        });
+    prop_oneof![design, native, lease, composite]
+}
+
+fn int(v: &RespValue) -> Option<i64> {
+    v.as_int()
+}
+
+fn ints(items: &[RespValue]) -> Result<Vec<i64>, String> {
+    items
+        .iter()
+        .map(|v| int(v).ok_or_else(|| format!("not an integer: {v:?}")))
+        .collect()
+}
+
+/// What a reply is: a decision (`true`) or a refusal (`false`); `Err` for anything else.
+fn classify(call: &Call, reply: &RespValue) -> Result<bool, String> {
+    let RespValue::Array(items) = reply else {
+        return Err(format!("not an array: {reply:?}"));
+    };
+    if call.conv == Conv::Design {
+        if items.len() != 4 {
+            return Err("the design's reply has 4 fields".into());
+        }
+        let status = items[3].as_str().unwrap_or_default();
+        let n = ints(&items[..3])?;
+        return match (n.as_slice(), status) {
+            ([-1, 0, 0], "invalid_args") => Ok(false),
+            ([a, remaining, current], "normal") if (*a == 0 || *a == 1) && *current >= 0 => {
+                let max: i64 = std::str::from_utf8(&call.argv[2]).unwrap().parse().unwrap();
+                if remaining + current != max {
+                    return Err(format!("remaining + current != max_req ({max})"));
+                }
+                Ok(true)
+            }
+            _ => Err("not a design decision".into()),
+        };
+    }
+    match items.first().and_then(int) {
+        Some(-1) => {
+            if items.len() == 3 && items[1].as_bytes().is_some() && int(&items[2]).is_some() {
+                Ok(false)
+            } else {
+                Err("a malformed {-1, name, index}".into())
+            }
+        }
+        Some(-2) => {
+            if items.len() == 2 && int(&items[1]).is_some_and(|t| t > 1_600_000_000_000) {
+                Ok(false)
+            } else {
+                Err("a malformed {-2, server_ms}".into())
+            }
+        }
+        Some(0) => {
+            let n = ints(&items[1..])?;
+            let bit = |x: i64| x == 0 || x == 1;
+            let valid = match call.conv {
+                Conv::Native => {
+                    let reqs = call.argv[2].len() / 32;
+                    n.len() == 5 * reqs
+                        && n.chunks(5)
+                            .all(|r| bit(r[0]) && r[1..].iter().all(|&x| x >= 0) && r[4] > 0)
+                }
+                Conv::Lease => {
+                    let want = f64::from_be_bytes(call.argv[2][16..24].try_into().unwrap());
+                    n.len() == 4 && n[0] >= 0 && n[0] as f64 <= want && n[1] > 0 && n[2] >= 0
+                }
+                Conv::Composite => {
+                    let rules = call.argv[2].len() / 32;
+                    n.len() == 3 + 5 * rules
+                        && bit(n[0])
+                        && n[1] >= 0
+                        && n[3..]
+                            .chunks(5)
+                            .all(|r| bit(r[0]) && r[1..].iter().all(|&x| x >= 0))
+                        && (n[0] == 1) == n[3..].chunks(5).all(|r| r[0] == 1)
+                }
+                Conv::Design => unreachable!(),
+            };
+            if valid {
+                Ok(true)
+            } else {
+                Err("not a decision of this convention's shape".into())
+            }
+        }
+        _ => Err("an unknown reply".into()),
+    }
+}
+
+/// DBSIZE and every key's DUMP.
+fn snapshot(c: &mut Connection) -> (i64, Vec<(Vec<u8>, RespValue)>) {
+    let size = c.command(&[b"DBSIZE"]).unwrap().as_int().unwrap();
+    let RespValue::Array(names) = c.command(&[b"KEYS", b"*"]).unwrap() else {
+        panic!("KEYS")
+    };
+    let mut names: Vec<Vec<u8>> = names
+        .iter()
+        .map(|v| v.as_bytes().unwrap().to_vec())
+        .collect();
+    names.sort();
+    let dumps = names
+        .into_iter()
+        .map(|k| {
+            let d = c.command(&[b"DUMP", &k]).unwrap();
+            (k, d)
+        })
+        .collect();
+    (size, dumps)
+}
+
+#[test]
+fn random_argv_in_every_convention_is_decided_or_refused_and_a_refusal_writes_nothing() {
+    let cases: u32 = std::env::var("RL_SCRIPT_FUZZ_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3000);
+    let server = server();
+    let c = RefCell::new(server.connect(Duration::from_secs(5)).unwrap());
+    let sha = c
+        .borrow_mut()
+        .command(&[b"SCRIPT", b"LOAD", SLIDING_WINDOW_LUA.as_bytes()])
+        .unwrap();
+    assert_eq!(sha.as_str(), Some(sliding_window_sha()));
+    // The same file as a Functions library (Redis >= 7), called by FCALL on every other call.
+    let lib = &*SLIDING_WINDOW_LIBRARY;
+    let functions = !c
+        .borrow_mut()
+        .command(&[b"FUNCTION", b"LOAD", lib.code.as_bytes()])
+        .unwrap()
+        .is_error();
+    let counts = RefCell::new(std::collections::BTreeMap::<(String, bool), u32>::new());
+    let mut runner = TestRunner::new(Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    runner
+        .run(&calls(wall_ms()), |call| {
+            let mut c = c.borrow_mut();
+            let before = snapshot(&mut c);
+            let numkeys = call.keys.len().to_string();
+            let mut args: Vec<&[u8]> = vec![
+                b"EVALSHA",
+                sliding_window_sha().as_bytes(),
+                numkeys.as_bytes(),
+            ];
+            args.extend(call.keys.iter().map(Vec::as_slice));
+            args.extend(call.argv.iter().map(Vec::as_slice));
+            let reply = c.command(&args).unwrap();
+            let decided = classify(&call, &reply)
+                .map_err(|e| TestCaseError::fail(format!("{e}: {call:?} -> {reply:?}")))?;
+            if !decided {
+                let after = snapshot(&mut c);
+                prop_assert_eq!(
+                    &after,
+                    &before,
+                    "refused but wrote: {:?} -> {:?}",
+                    call,
+                    reply
+                );
+            }
+            *counts
+                .borrow_mut()
+                .entry((format!("{:?}", call.conv), decided))
+                .or_default() += 1;
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+    let counts = counts.into_inner();
+    eprintln!("calls (convention, decided): {counts:?}");
+    // Both outcomes of every convention were exercised.
+    for conv in ["Design", "Native", "Lease", "Composite"] {
+        for decided in [true, false] {
+            assert!(
+                counts
+                    .get(&(conv.to_string(), decided))
+                    .copied()
+                    .unwrap_or(0)
+                    > 0
+                    || cases < 400,
+                "no {conv} call was {}: {counts:?}",
+                if decided { "decided" } else { "refused" }
+            );
+        }
+    }
+}

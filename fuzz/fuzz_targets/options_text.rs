@@ -1,0 +1,3 @@
+#![no_main]
+//! See `rl_fuzz::options_text`.
+libfuzzer_sys::fuzz_target!(|data: &[u8]| rl_fuzz::options_text(data));
