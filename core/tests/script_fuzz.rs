@@ -373,6 +373,9 @@ fn random_argv_in_every_convention_is_decided_or_refused_and_a_refusal_writes_no
         .unwrap()
         .is_error();
     let counts = RefCell::new(std::collections::BTreeMap::<(String, bool), u32>::new());
+    let sent = std::cell::Cell::new(0u64);
+    // Decisions made through FCALL: the Functions path must be exercised, not just loaded.
+    let by_fcall = std::cell::Cell::new(0u64);
     let mut runner = TestRunner::new(Config {
         cases,
         failure_persistence: None,
@@ -383,16 +386,25 @@ fn random_argv_in_every_convention_is_decided_or_refused_and_a_refusal_writes_no
             let mut c = c.borrow_mut();
             let before = snapshot(&mut c);
             let numkeys = call.keys.len().to_string();
-            let mut args: Vec<&[u8]> = vec![
-                b"EVALSHA",
-                sliding_window_sha().as_bytes(),
-                numkeys.as_bytes(),
-            ];
+            let n = sent.get();
+            sent.set(n + 1);
+            let mut args: Vec<&[u8]> = if functions && n % 2 == 1 {
+                vec![b"FCALL", lib.function.as_bytes(), numkeys.as_bytes()]
+            } else {
+                vec![
+                    b"EVALSHA",
+                    sliding_window_sha().as_bytes(),
+                    numkeys.as_bytes(),
+                ]
+            };
             args.extend(call.keys.iter().map(Vec::as_slice));
             args.extend(call.argv.iter().map(Vec::as_slice));
             let reply = c.command(&args).unwrap();
             let decided = classify(&call, &reply)
                 .map_err(|e| TestCaseError::fail(format!("{e}: {call:?} -> {reply:?}")))?;
+            if decided && args[0] == b"FCALL" {
+                by_fcall.set(by_fcall.get() + 1);
+            }
             if !decided {
                 let after = snapshot(&mut c);
                 prop_assert_eq!(
@@ -411,7 +423,14 @@ fn random_argv_in_every_convention_is_decided_or_refused_and_a_refusal_writes_no
         })
         .unwrap_or_else(|e| panic!("{e}"));
     let counts = counts.into_inner();
-    eprintln!("calls (convention, decided): {counts:?}");
+    eprintln!(
+        "calls (convention, decided): {counts:?}; decided by FCALL: {}",
+        by_fcall.get()
+    );
+    assert!(
+        !functions || cases < 400 || by_fcall.get() > 0,
+        "the server loaded the library but no FCALL call was decided"
+    );
     // Both outcomes of every convention were exercised.
     for conv in ["Design", "Native", "Lease", "Composite"] {
         for decided in [true, false] {
