@@ -48,6 +48,9 @@ def crates() -> List[Tuple[str, str]]:
     for toml in sorted(ROOT.glob("*/Cargo.toml")) + sorted(ROOT.glob("*/*/Cargo.toml")):
         if "target" in toml.parts or "node_modules" in toml.parts:
             continue
+        # fuzz/ is cargo-fuzz's own workspace (never built or shipped as rl): not a member.
+        if toml.parts[len(ROOT.parts)] == "fuzz":
+            continue
         text = toml.read_text()
         if "[package]" not in text:
             continue
