@@ -39,7 +39,11 @@ descriptors:
 "#;
 
 fn engine(redis: &RedisServer) -> Engine {
-    let dir = std::env::temp_dir().join(format!("rl-serve-engine-{}", std::process::id()));
+    // One file per engine: the tests run in parallel, and a file rewritten while another test
+    // reads it is read half-written.
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("rl-serve-engine-{}-{n}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("p.yaml");
     std::fs::write(&path, POLICIES).unwrap();
