@@ -28,7 +28,10 @@
 --            may hold none or part of a bucket: each bucket is topped up to what the repairs of
 --            this epoch know was admitted at its ms (s:<ms>, the sum over instances), never
 --            lowered. When every instance with permits at that ms reports, it ends exact.
---   reply    {permits added by the local part, permits added by the failover part}
+--   reply    {permits added by the local part, permits added by the failover part, permits the
+--            window holds after the repair (-1: not read, a window of more than MAX_MERGE
+--            buckets), the time of that count}: an instance still deciding locally counts the
+--            window's permits from it (a call with neither part only reads it)
 if ARGV[1] ~= 'rl-repair-1' or #ARGV ~= 7 then
   return redis.error_reply('rl repair: bad arguments')
 end
@@ -182,8 +185,21 @@ if epoch ~= '' and call('HSETNX', marker, 'f:' .. instance, '1') == 1 then
   end)
 end
 call('PEXPIRE', marker, format('%d', 2 * ttl))
+-- The permits in (now - window, now] after this repair.
+local function held()
+  if capped then
+    return -1
+  end
+  local n = 0
+  for bt, c in pairs(buckets) do
+    if bt > now - window then
+      n = n + c
+    end
+  end
+  return n
+end
 if added_local + added_failover == 0 then
-  return {0, 0}
+  return {0, 0, held(), now}
 end
 
 if capped then
@@ -200,7 +216,7 @@ if capped then
   local expire_ms = math.max(call('PTTL', key), (now - server) + 2 * ttl)
   call('LSET', key, '0', pack('>ddddddd', cum, open_t, base, oldest, server + expire_ms, longest, horizon))
   call('PEXPIRE', key, format('%d', expire_ms))
-  return {added_local, added_failover}
+  return {added_local, added_failover, -1, now}
 end
 
 local times = {}
@@ -213,7 +229,7 @@ table.sort(times)
 local kept_ms = call('PTTL', key)
 call('DEL', key)
 if #times == 0 then
-  return {added_local, added_failover}
+  return {added_local, added_failover, 0, now}
 end
 local open_t = times[#times]
 local oldest = 0
@@ -233,4 +249,4 @@ for i = 1, #chunk, 500 do
   call('RPUSH', key, unpack(chunk, i, math.min(i + 499, #chunk)))
 end
 call('PEXPIRE', key, format('%d', expire_ms))
-return {added_local, added_failover}
+return {added_local, added_failover, held(), now}

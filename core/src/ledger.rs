@@ -29,7 +29,7 @@ use lru::LruCache;
 use crate::backend::Verdict;
 use crate::composite::{self, Plan};
 use crate::keyed::{Shards, SHARDS};
-use crate::window::{Rule, Share, Window};
+use crate::window::{Rule, Seen, Share, Window};
 
 pub(crate) const MAX_ENTRIES: usize = 4096;
 
@@ -42,6 +42,11 @@ struct KeyLog {
     window: Window<u32>,
     /// The other instances' permits in the window at the last Redis reply: (its time, permits).
     others: Option<(u64, u64)>,
+    /// Redis's whole count, read by the last repair of this key (`window.rs`, [`Seen`]).
+    seen: Option<Seen>,
+    /// Decided locally since the last flush: the next flush reads Redis's count for it, even
+    /// with nothing to write.
+    refresh: bool,
 }
 
 impl KeyLog {
@@ -50,6 +55,8 @@ impl KeyLog {
             window_ms,
             window: Window::default(),
             others: None,
+            seen: None,
+            refresh: false,
         }
     }
 
@@ -124,6 +131,8 @@ pub(crate) struct Pending {
     pub local: Vec<(u64, u64)>,
     /// Admitted by Redis (for a failover repair).
     pub admitted: Vec<(u64, u64)>,
+    /// Decided locally since the last flush: read Redis's count even with nothing to send.
+    pub refresh: bool,
 }
 
 pub(crate) struct Ledger {
@@ -132,6 +141,8 @@ pub(crate) struct Ledger {
     gen: AtomicU32,
     /// Keys holding local permits not yet written to Redis.
     dirty: AtomicUsize,
+    /// Local decisions since the last flush took the keys to refresh.
+    touched: AtomicUsize,
 }
 
 impl Ledger {
@@ -145,6 +156,7 @@ impl Ledger {
             }),
             gen: AtomicU32::new(1),
             dirty: AtomicUsize::new(0),
+            touched: AtomicUsize::new(0),
         }
     }
 
@@ -200,6 +212,7 @@ impl Ledger {
                 let share = Share {
                     budget,
                     others: None,
+                    seen: None,
                 };
                 return Window::<u32>::default().decide(now, &rule, share);
             }
@@ -217,8 +230,13 @@ impl Ledger {
         let share = Share {
             budget,
             others: log.others,
+            seen: log.seen,
         };
         let v = log.window.decide(now, &rule, share);
+        if consume {
+            log.refresh = true;
+            self.touched.fetch_add(1, Ordering::AcqRel);
+        }
         if v.allowed && consume {
             let gen = self.gen.load(Ordering::Acquire);
             log.window.admit(now, cost, gen, MAX_ENTRIES);
@@ -269,6 +287,7 @@ impl Ledger {
                         Share {
                             budget,
                             others: log.others,
+                            seen: log.seen,
                         },
                     ),
                     // As for one call: denied until a flush makes room for the key's record.
@@ -282,6 +301,12 @@ impl Ledger {
                 }
             })
             .collect();
+        for (k, key) in keys.iter().enumerate() {
+            if let Some(log) = guards[at[k]].log(key, 0, false) {
+                log.refresh = true;
+                self.touched.fetch_add(1, Ordering::AcqRel);
+            }
+        }
         if out.iter().all(|v| v.allowed) {
             let gen = self.gen.load(Ordering::Acquire);
             for (k, key) in keys.iter().enumerate() {
@@ -336,6 +361,28 @@ impl Ledger {
         self.local_keys() > 0
     }
 
+    /// Whether a flush has something to do: local permits to write, or keys decided locally
+    /// since the last one, whose Redis count it reads.
+    pub(crate) fn has_work(&self) -> bool {
+        self.has_local() || self.touched.load(Ordering::Acquire) > 0
+    }
+
+    /// Keeps what a repair read of `key` in Redis: `held` permits in the window at Redis time
+    /// `at`; `since`, the local time the flush began (this instance's permits after it may be
+    /// missing from `held`).
+    pub(crate) fn seen(&self, key: &[u8], since: u64, at: u64, held: u64) {
+        let mut shard = self.shards.get(key);
+        if let Some(log) = shard.log(key, 0, false) {
+            // Local permits the flush did not send (admitted after it began) are all Redis
+            // lacks of this instance's: counted too, however old.
+            let unsent = log.window.buckets().find(|b| b.2 != 0).map(|b| b.0);
+            let since = unsent.map_or(since, |ms| since.min(ms.saturating_sub(1)));
+            if log.seen.is_none_or(|s| s.at <= at) {
+                log.seen = Some(Seen { since, at, held });
+            }
+        }
+    }
+
     /// Starts a flush: local permits admitted from now on get a newer generation, so
     /// [`Ledger::flushed`] marks exactly what this flush sent. Returns the flush's generation.
     pub(crate) fn begin_flush(&self) -> u32 {
@@ -343,10 +390,12 @@ impl Ledger {
     }
 
     /// What a flush of generation `upto` sends: per key, the local buckets of generations
-    /// `1..=upto` still in the window at `now`, and (for a failover repair) the Redis-admitted ones.
+    /// `1..=upto` still in the window at `now`, and (for a failover repair) the Redis-admitted ones;
+    /// and the keys decided locally since the last flush (whose Redis count the flush reads).
     /// Keys whose local permits all left the window count as written.
     pub(crate) fn pending(&self, upto: u32, now: u64, with_admitted: bool) -> Vec<Pending> {
         let mut out = Vec::new();
+        let refresh = self.touched.swap(0, Ordering::AcqRel) > 0;
         for mut s in self.shards.iter() {
             let mut expired = Vec::new();
             for (k, l) in s.dirty.iter_mut() {
@@ -358,16 +407,22 @@ impl Ledger {
             for k in expired {
                 self.settle(&mut s, &k);
             }
-            let logs: Box<dyn Iterator<Item = (&Vec<u8>, &KeyLog)>> = if with_admitted {
-                Box::new(s.dirty.iter().chain(s.clean.iter()))
-            } else {
-                Box::new(s.dirty.iter())
-            };
+            let s = &mut *s;
+            let logs: Box<dyn Iterator<Item = (&Vec<u8>, &mut KeyLog)>> =
+                if with_admitted || refresh {
+                    Box::new(s.dirty.iter_mut().chain(s.clean.iter_mut()))
+                } else {
+                    Box::new(s.dirty.iter_mut())
+                };
             for (key, log) in logs {
+                let fresh = std::mem::take(&mut log.refresh);
                 let live = log
                     .window
                     .buckets()
                     .filter(|&(ms, _, _)| ms + log.window_ms > now);
+                // A key read for its count only while it holds permits in the window: one
+                // whose permits all left has nothing of this instance's for others to take.
+                let fresh = fresh && live.clone().next().is_some();
                 let local: Vec<_> = live
                     .clone()
                     .filter(|&(_, _, gen)| gen != 0 && gen <= upto)
@@ -380,12 +435,13 @@ impl Ledger {
                 } else {
                     Vec::new()
                 };
-                if !local.is_empty() || !admitted.is_empty() {
+                if !local.is_empty() || !admitted.is_empty() || fresh {
                     out.push(Pending {
                         key: key.clone(),
                         window_ms: log.window_ms,
                         local,
                         admitted,
+                        refresh: fresh,
                     });
                 }
             }
@@ -455,6 +511,40 @@ mod tests {
         assert!(
             !l.decide(b"j", 1000, 100, 25, 1, false, 12_500).allowed,
             "a peek sees the same"
+        );
+        assert!(l.consistent());
+    }
+
+    #[test]
+    fn a_permit_leaving_frees_no_room_until_redis_shows_it() {
+        let l = Ledger::new(100);
+        // Limit 10, 2 instances: this one admitted its 5 locally at 1000 and 1100.
+        for ms in [1000, 1000, 1000, 1100, 1100] {
+            assert!(l.decide(b"k", 1000, 10, 5, 1, true, ms).allowed);
+        }
+        let g = l.begin_flush();
+        assert_eq!(l.pending(g, 1150, false).len(), 1);
+        l.flushed(b"k", g);
+        // The repair read 10: the other instance, back on Redis, holds the other 5.
+        l.seen(b"k", 1150, 1160, 10);
+        let v = l.decide(b"k", 1000, 10, 5, 1, true, 2050);
+        assert!(
+            !v.allowed,
+            "the 3 permits of 1000 left, but Redis held 10 at 1160: the others may have taken \
+             their places: {v:?}"
+        );
+        assert_eq!(
+            v.retry_after_ms, 110,
+            "until what Redis held at 1160 leaves"
+        );
+        // A later read shows the room, and this instance's newer permits count on top of it.
+        l.seen(b"k", 2060, 2070, 7);
+        assert!(l.decide(b"k", 1000, 10, 5, 1, true, 2080).allowed);
+        assert!(l.decide(b"k", 1000, 10, 5, 1, true, 2080).allowed);
+        assert!(l.decide(b"k", 1000, 10, 5, 1, true, 2080).allowed);
+        assert!(
+            !l.decide(b"k", 1000, 10, 5, 1, true, 2080).allowed,
+            "7 seen + 3 newer"
         );
         assert!(l.consistent());
     }

@@ -76,6 +76,11 @@ pub(crate) struct Instance {
     offset_ms: AtomicI64,
     started: AtomicBool,
     wake: Arc<Notify>,
+    /// Set while `local` once an early repair succeeded (Redis answers, not yet for
+    /// `recover_after`): each local admission is then written back at once (`flush_now`), not
+    /// at the next probe, so instances already back on Redis count it.
+    answering: AtomicBool,
+    flush_now: Arc<Notify>,
     /// Which servers are primaries, and the slots whose new primary still needs a repair.
     primaries: Mutex<Primaries>,
     /// The generation of a flush that has not completed: the next attempt resends the same
@@ -97,6 +102,8 @@ impl Instance {
             offset_ms: AtomicI64::new(0),
             started: AtomicBool::new(false),
             wake: Arc::new(Notify::new()),
+            answering: AtomicBool::new(false),
+            flush_now: Arc::new(Notify::new()),
             primaries: Mutex::new(Primaries::default()),
             outstanding: Mutex::new(None),
         }
@@ -497,6 +504,8 @@ impl RedisPath {
         if !v.iter().all(|v| v.allowed) {
             let denied = &self.health.counters.denied_local;
             denied.fetch_add(1, Ordering::Relaxed);
+        } else if self.answering.load(Ordering::Relaxed) {
+            self.flush_now.notify_one();
         }
         (v, Mode::Local, budgets)
     }
@@ -679,6 +688,8 @@ impl RedisPath {
         if !v.allowed {
             let denied = &self.health.counters.denied_local;
             denied.fetch_add(1, Ordering::Relaxed);
+        } else if req.consume && self.answering.load(Ordering::Relaxed) {
+            self.flush_now.notify_one();
         }
         (v, Mode::Local, budget)
     }
@@ -725,7 +736,10 @@ impl RedisPath {
                 }
             },
         };
-        let (weak, wake) = (Arc::downgrade(self), self.wake.clone());
+        let (weak, wake) = (
+            Arc::downgrade(self),
+            (self.wake.clone(), self.flush_now.clone()),
+        );
         handle.spawn(async move {
             let _restart = Restart(weak.clone());
             background(weak, wake).await;
@@ -779,7 +793,7 @@ impl RedisPath {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .pending();
-        if epochs.is_empty() && !self.ledger.has_local() {
+        if epochs.is_empty() && !self.ledger.has_work() {
             return Ok(());
         }
         let upto = *self
@@ -788,13 +802,13 @@ impl RedisPath {
             .unwrap_or_else(|p| p.into_inner())
             .get_or_insert_with(|| self.ledger.begin_flush());
         let token = format!("{}:{}", self.id, upto);
-        for p in self
-            .ledger
-            .pending(upto, self.local_now(), !epochs.is_empty())
-        {
+        let since = self.local_now();
+        for p in self.ledger.pending(upto, since, !epochs.is_empty()) {
             let epoch = epoch_in(&epochs, crate::keys::slot(&p.key));
             let failover: &[(u64, u64)] = if epoch.is_some() { &p.admitted } else { &[] };
-            if p.local.is_empty() && failover.is_empty() {
+            // A key decided locally since the last flush is read even with nothing to write:
+            // its local decisions count what Redis holds (`window.rs`, `Seen`).
+            if p.local.is_empty() && failover.is_empty() && !(p.refresh && self.is_local()) {
                 continue;
             }
             let mut marker = p.key.clone();
@@ -808,7 +822,7 @@ impl RedisPath {
                 epoch: epoch.unwrap_or(""),
                 failover,
             };
-            let (local, lost) = match self.backend.repair(&p.key, &marker, &call).await {
+            let (local, lost, held) = match self.backend.repair(&p.key, &marker, &call).await {
                 Ok(added) => added,
                 Err(e) if e.kind() == ErrorKind::BackendUnavailable => return Err(e),
                 // The key holds something else (another program's value), or the script was
@@ -822,6 +836,12 @@ impl RedisPath {
                 }
             };
             self.ledger.flushed(&p.key, upto);
+            if let Some((held, at)) = held {
+                self.ledger.seen(&p.key, since, at, held);
+            }
+            if p.local.is_empty() && failover.is_empty() {
+                continue; // a read only
+            }
             self.health.counters.repairs.fetch_add(1, Ordering::Relaxed);
             self.health
                 .counters
@@ -877,7 +897,7 @@ impl Drop for Restart {
 
 /// Heartbeats every second; while `local`, a probe every 25 ms, and the way back to `normal`.
 /// Ends when the limiter is dropped.
-async fn background(path: Weak<RedisPath>, wake: Arc<Notify>) {
+async fn background(path: Weak<RedisPath>, (wake, flush_now): (Arc<Notify>, Arc<Notify>)) {
     let mut last_beat: Option<Instant> = None;
     let mut streak = Streak::default();
     loop {
@@ -889,14 +909,17 @@ async fn background(path: Weak<RedisPath>, wake: Arc<Notify>) {
             if beat.is_ok() {
                 // Redis answers, if not yet fast enough: write the local permits back now, so
                 // instances that return to `normal` sooner than this one see them.
-                if let Err(e) = async {
+                let early = async {
                     p.check_primary().await?;
                     p.flush().await
                 }
-                .await
-                {
+                .await;
+                p.answering.store(early.is_ok(), Ordering::Relaxed);
+                if let Err(e) = early {
                     tracing::trace!(error = %e, "rl: early repair failed");
                 }
+            } else {
+                p.answering.store(false, Ordering::Relaxed);
             }
             let rtts = match beat {
                 Ok(rtt) => p.slowest_master(rtt).await.map(|worst| (rtt, worst)),
@@ -912,6 +935,7 @@ async fn background(path: Weak<RedisPath>, wake: Arc<Notify>) {
                 .await
                 {
                     Ok(()) => {
+                        p.answering.store(false, Ordering::Relaxed);
                         p.health
                             .to_normal("probes below recover_rtt for recover_after");
                         // Permits admitted locally while the repair ran.
@@ -946,9 +970,21 @@ async fn background(path: Weak<RedisPath>, wake: Arc<Notify>) {
             HEARTBEAT_EVERY.saturating_sub(last_beat.map_or(Duration::ZERO, |t| t.elapsed()))
         };
         drop(p);
-        tokio::select! {
-            _ = tokio::time::sleep(wait) => {}
-            _ = wake.notified() => {}
+        let until = tokio::time::Instant::now() + wait;
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep_until(until) => break,
+                _ = wake.notified() => break,
+                _ = flush_now.notified() => {
+                    let Some(p) = path.upgrade() else { return };
+                    if p.is_local() && p.answering.load(Ordering::Relaxed) {
+                        if let Err(e) = p.flush().await {
+                            p.answering.store(false, Ordering::Relaxed);
+                            tracing::trace!(error = %e, "rl: write-back of a local admission failed");
+                        }
+                    }
+                }
+            }
         }
     }
 }

@@ -69,6 +69,23 @@ pub(crate) struct Rule {
 pub(crate) struct Share {
     pub budget: u64,
     pub others: Option<(u64, u64)>,
+    /// What Redis held in the window when last read while this window decided on its own
+    /// ([`Seen`]).
+    pub seen: Option<Seen>,
+}
+
+/// Redis's whole count for the key (this window's permits Redis had included), read by a repair
+/// while the instance decided locally and Redis answered again: `held` permits, all counted
+/// until `at + window`. A local decision then fits only if `held`, plus this window's permits
+/// newer than `since` (which Redis may not have), plus the cost stay within the limit. A permit
+/// of this window leaving it frees no room until Redis shows the room: instances back on Redis
+/// take such a permit's place at once, and this one taking it too was the overshoot of a window
+/// in which some instances had returned to Redis and others were still local.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Seen {
+    pub since: u64,
+    pub at: u64,
+    pub held: u64,
 }
 
 impl Share {
@@ -76,6 +93,7 @@ impl Share {
         Share {
             budget: limit,
             others: None,
+            seen: None,
         }
     }
 }
@@ -183,7 +201,15 @@ impl<T: Copy + Ord + Default> Window<T> {
             _ => (0, 0),
         };
         let counted = |own: u64| own + others.saturating_sub(limit.saturating_sub(budget));
-        if used + cost <= budget && used + others + cost <= limit {
+        // Redis's last seen count, and this window's permits it may lack.
+        let (seen, seen_leave) = match share.seen {
+            Some(s) if s.at + window > now => (
+                s.held + self.used(now, now.saturating_sub(s.since)),
+                s.at + window - now,
+            ),
+            _ => (0, 0),
+        };
+        if used + cost <= budget && used + others + cost <= limit && seen + cost <= limit {
             let (used, reset_after_ms) = if consume {
                 (used + cost, window)
             } else {
@@ -208,7 +234,8 @@ impl<T: Copy + Ord + Default> Window<T> {
             let for_budget = frees((used + cost).saturating_sub(budget)).unwrap_or(window);
             let for_limit = frees((used + others + cost).saturating_sub(limit))
                 .map_or(others_leave, |t| t.min(others_leave));
-            for_budget.max(for_limit).max(1)
+            let for_seen = if seen + cost > limit { seen_leave } else { 0 };
+            for_budget.max(for_limit).max(for_seen).max(1)
         };
         Verdict {
             allowed: false,

@@ -159,6 +159,7 @@ fn run(
                 let share = Share {
                     budget,
                     others: others.map(|(ago, n)| (now.saturating_sub(ago), n)),
+                    seen: None,
                 };
                 let got = w.decide(now, &rule, share);
                 decided(&got, &o.decide(now, &rule, share))?;

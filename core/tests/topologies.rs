@@ -67,7 +67,7 @@ fn sentinel_failover_under_load_follows_the_new_primary_within_the_bound() {
     println!(
         "REPORT Sentinel failover (SIGKILL primary), 4 instances x 250/s, limit {limit}/{window} ms: fell back {} ms after the kill; \
          Sentinel promoted the replica {} ms after the kill; back to normal on it {} ms after the promotion; slowest call {} ms; \
-         decisions {}; max admitted in any window {} (limit {limit}, overshoot {:.1}%, bound {}); permits repaired {}",
+         decisions {}; max admitted in any window {} (limit {limit}, overshoot {:.1}%, bound {}); permits repaired {}; worst window {}",
         run.fell_back_ms,
         run.promoted_ms,
         run.back_ms,
@@ -77,13 +77,14 @@ fn sentinel_failover_under_load_follows_the_new_primary_within_the_bound() {
         run.overshoot_pct(limit),
         run.bound,
         run.repaired,
+        worst_window(&records, window, killed, promoted),
     );
 }
 
 /// What a failover-under-load run showed, after the checks every such run must pass: every call
 /// answered within its deadline, the limiter went local and came back to `normal` after the
 /// promotion, its last 200 decisions came from Redis, each instance saw exactly one new primary,
-/// and no window admitted more than limit x (1 + 1/instances).
+/// and no window admitted more than the limit + 1 %.
 struct FailoverRun {
     fell_back_ms: u128,
     promoted_ms: u128,
@@ -134,10 +135,14 @@ fn check_failover_run(
     }
     let admitted: Vec<_> = records.iter().filter_map(|r| r.admitted()).collect();
     let max = max_in_any_window(&admitted, window);
-    let bound = limit + limit / limiters.len() as u64;
+    // The instances come back to Redis one by one; a local one writes each admission back at
+    // once and counts what Redis holds (`core/tests/staggered_return.rs`), which took the worst
+    // of 5 runs from 504 (Sentinel) and 508 (Cluster) to 501 on each. The design's bound for a
+    // switch is limit x (1 + 1/instances); the failover is held to 1 %.
+    let bound = limit + limit / 100;
     assert!(
         max <= bound,
-        "{max} admitted in one window; bound limit x (1 + 1/instances) = {bound}"
+        "{max} admitted in one window; the failover's bound is the limit + 1 % = {bound}"
     );
     FailoverRun {
         fell_back_ms: first_local.saturating_duration_since(killed).as_millis(),
@@ -148,6 +153,52 @@ fn check_failover_run(
         bound,
         repaired: limiters.iter().map(|l| l.stats().repaired_permits).sum(),
     }
+}
+
+/// Where the fullest window's permits came from: per path and per instance, and when (ms after
+/// the kill, on the decisions' own clock) it began and ended; the evidence when a failover run
+/// over-admits.
+fn worst_window(records: &[Record], window: u64, killed: Instant, promoted: Instant) -> String {
+    // Instants to wall ms: Redis TIME and the local path's clock are this host's clock.
+    let (now_i, now_ms) = (Instant::now(), wall_ms());
+    let ms_of = |i: Instant| now_ms - (now_i - i).as_millis() as u64;
+    let (kill_ms, promo_ms) = (ms_of(killed), ms_of(promoted));
+    let mut admitted: Vec<&Record> = records.iter().filter(|r| r.admitted().is_some()).collect();
+    admitted.sort_by_key(|r| r.admitted().unwrap().0);
+    let t = |r: &Record| r.admitted().unwrap().0;
+    let (mut best, mut lo, mut at) = (0usize, 0usize, (0usize, 0usize));
+    for hi in 0..admitted.len() {
+        while t(admitted[lo]) + window <= t(admitted[hi]) {
+            lo += 1;
+        }
+        if hi + 1 - lo > best {
+            best = hi + 1 - lo;
+            at = (lo, hi);
+        }
+    }
+    if best == 0 {
+        return "none".into();
+    }
+    let span = &admitted[at.0..=at.1];
+    let rel = |ms: u64| ms as i64 - kill_ms as i64;
+    let mut out = format!(
+        "{best} in ({}, {}] ms after the kill (promotion at {}):",
+        rel(t(span[span.len() - 1])) - window as i64,
+        rel(t(span[span.len() - 1])),
+        rel(promo_ms)
+    );
+    for mode in [Mode::Normal, Mode::Local] {
+        let of: Vec<_> = span.iter().filter(|r| r.mode() == Some(mode)).collect();
+        let per: Vec<usize> = (0..4)
+            .map(|i| of.iter().filter(|r| r.instance == i).count())
+            .collect();
+        let range = match (of.first(), of.last()) {
+            (Some(a), Some(b)) => format!("{}..{}", rel(t(a)), rel(t(b))),
+            _ => "-".into(),
+        };
+        out += &format!(" {mode:?} {} (per instance {per:?}, at {range})", of.len());
+    }
+    out
 }
 
 impl FailoverRun {
@@ -335,7 +386,7 @@ fn cluster_failover_under_load_follows_the_promoted_replica_within_the_bound() {
         "REPORT Cluster failover (SIGKILL the key's master; 3 masters + 3 replicas, node timeout 1 s), 4 instances x 250/s, \
          limit {limit}/{window} ms: fell back {} ms after the kill; the replica took over {} ms after the kill; back to normal \
          on it {} ms after that; slowest call {} ms; decisions {}; max admitted in any window {} (limit {limit}, overshoot \
-         {:.1}%, bound {}); permits repaired {}",
+         {:.1}%, bound {}); permits repaired {}; worst window {}",
         run.fell_back_ms,
         run.promoted_ms,
         run.back_ms,
@@ -345,6 +396,7 @@ fn cluster_failover_under_load_follows_the_promoted_replica_within_the_bound() {
         run.overshoot_pct(limit),
         run.bound,
         run.repaired,
+        worst_window(&records, window, killed, promoted),
     );
 }
 

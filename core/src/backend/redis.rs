@@ -352,13 +352,14 @@ impl RedisBackend {
     }
 
     /// Writes admitted permits back into `redis_key`'s window (`lua/repair.lua`); returns the
-    /// permits added by the local part and by the failover part.
+    /// permits added by the local part and by the failover part, and the window's count after
+    /// the repair with its Redis time (`None`: a window too long to read).
     pub(crate) async fn repair(
         &self,
         redis_key: &[u8],
         marker_key: &[u8],
         c: &RepairCall<'_>,
-    ) -> Result<(u64, u64)> {
+    ) -> Result<(u64, u64, Option<(u64, u64)>)> {
         let pairs = |v: &[(u64, u64)]| {
             script::pack(&v.iter().flat_map(|&(t, n)| [t, n]).collect::<Vec<_>>())
         };
@@ -375,8 +376,11 @@ impl RedisBackend {
                     .arg(pairs(c.local))
                     .arg(c.epoch)
                     .arg(pairs(c.failover))
-                    .invoke_async::<(u64, u64)>(&mut conn)
-                    .await;
+                    .invoke_async::<(u64, u64, i64, u64)>(&mut conn)
+                    .await
+                    .map(|(local, lost, held, at)| {
+                        (local, lost, u64::try_from(held).ok().map(|h| (h, at)))
+                    });
                 self.shared.check(id, r)
             })
             .await
