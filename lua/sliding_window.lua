@@ -141,7 +141,8 @@ end
 -- Redis TIME in ms (no string is built: each one made is work for the garbage collector).
 local function server_ms()
   local t = call('TIME')
-  return tonumber_(t[1]) * 1000 + floor(tonumber_(t[2]) / 1000)
+  local us = tonumber_(t[2])
+  return tonumber_(t[1]) * 1000 + (us - us % 1000) / 1000
 end
 
 -- Permits between two running totals (a later minus an earlier one).
@@ -397,7 +398,7 @@ end
 -- that leave at the lease's end + window. The HASH is read only when the header's lease horizon
 -- says a lease may count (or the key is missing): the same answer, without the read in the
 -- common case of a key nobody leases. Returns an error reply, or nil.
-local function decide(out, o, key, lkey, now, server, window, limit, cost, consume, slack, n)
+local function decide(out, o, key, leases, now, server, window, limit, cost, consume, slack, n)
   local head = call('LINDEX', key, '0')
   local cum, open_t, base, oldest, deadline, longest, horizon
   local stale = false -- the header must be rewritten even if nothing else changes
@@ -429,9 +430,9 @@ local function decide(out, o, key, lkey, now, server, window, limit, cost, consu
   -- Leases that still count in this window (see `live_leases`), and the last one's end. No lease
   -- in the HASH ends after the horizon, so none counts when the horizon is at or before the edge.
   local lsum, ends, lmax = 0, nil, nil
-  if lkey and horizon > edge then
+  if leases and horizon > edge then
     local hmax
-    lsum, ends, lmax, hmax = live_leases(lkey, edge)
+    lsum, ends, lmax, hmax = live_leases(key .. ':l', edge)
     if horizon == UNKNOWN then
       -- Learnt: written with the header (once; a missing key gets it when it is made).
       horizon, stale = hmax, true
@@ -484,7 +485,7 @@ local function decide(out, o, key, lkey, now, server, window, limit, cost, consu
         cum_e = c
       end
     end
-    used = between(cum, cum_e)
+    used = (cum - cum_e) % MOD -- between(), inlined: a call is a measurable part of a denial
   else
     -- The whole window is empty, but the key keeps history for a longer one.
     e = -1
@@ -623,8 +624,9 @@ local function native(KEYS, ARGV)
   if key == nil then return {-1, 'key', 0} end
   if #ARGV ~= 3 or #ARGV[2] ~= 16 then return {-1, 'batch', 0} end
   local client_now, max_skew = sunpack('>dd', ARGV[2])
-  if not int_in(max_skew, 0, MAX_TIME_MS) then return {-1, 'max_skew_ms', 0} end
-  if not int_in(client_now, 0, MAX_TIME_MS) then return {-1, 'client_now_ms', 0} end
+  -- int_in, inlined (unpacked doubles are never nil)
+  if not (max_skew >= 0 and max_skew <= MAX_TIME_MS and max_skew % 1 == 0) then return {-1, 'max_skew_ms', 0} end
+  if not (client_now >= 0 and client_now <= MAX_TIME_MS and client_now % 1 == 0) then return {-1, 'client_now_ms', 0} end
   local blob = ARGV[3]
   local n = #blob / 32
   if n < 1 or n > MAX_BATCH or n ~= floor(n) then return {-1, 'batch', 0} end
@@ -653,10 +655,9 @@ local function native(KEYS, ARGV)
     -- A bucket made on the client's clock may outlive the server-clock TTL by twice the skew.
     slack = slack + 2 * max_skew
   end
-  local lkey = key .. ':l'
   if n == 1 then
     local out = {0, 0, 0, 0, 0, 0} -- sized once
-    local err = decide(out, 1, key, lkey, now, server, w1, l1, k1, c1, slack, 1)
+    local err = decide(out, 1, key, true, now, server, w1, l1, k1, c1, slack, 1)
     if err then return err end
     return out
   end
@@ -669,7 +670,7 @@ local function native(KEYS, ARGV)
       and limits[j + 1] == limits[i] and costs[j + 1] == costs[i] do
       j = j + 1
     end
-    local err = decide(out, #out, key, lkey, now, server, windows[i], limits[i], costs[i], consume[i], slack, j - i + 1)
+    local err = decide(out, #out, key, true, now, server, windows[i], limits[i], costs[i], consume[i], slack, j - i + 1)
     if err then return err end
     i = j + 1
   end
@@ -775,14 +776,14 @@ local function lease(KEYS, ARGV)
     local u = min(old_used, mine[2])
     if u > 0 then
       local tmp = {}
-      local err = decide(tmp, 0, key, nil, now, server, window, MAX_PERMITS, u, true, slack, 1)
+      local err = decide(tmp, 0, key, false, now, server, window, MAX_PERMITS, u, true, slack, 1)
       if err then return err end
       now = tmp[5]
     end
     mine = nil
   end
   local out = {}
-  local err = decide(out, 0, key, lkey, now, server, window, limit, 1, false, slack, 1)
+  local err = decide(out, 0, key, true, now, server, window, limit, 1, false, slack, 1)
   if err then return err end
   now = out[5]
   local used, reset_after = out[2], out[4]
@@ -867,7 +868,7 @@ local function composite(KEYS, ARGV)
   local allowed, retry, latest = true, 0, now
   for i = 1, n do
     local key, o = KEYS[idx[i]], 4 + (i - 1) * 5
-    local err = decide(out, o, key, key .. ':l', now, server, windows[i], limits[i], costs[i], false, slack, 1)
+    local err = decide(out, o, key, true, now, server, windows[i], limits[i], costs[i], false, slack, 1)
     if err then return err end
     if out[o + 1] == 0 then
       allowed = false
@@ -883,7 +884,7 @@ local function composite(KEYS, ARGV)
   local tmp = {0, 0, 0, 0, 0}
   for k = 1, nkeys do
     local r, key = key_rule[k], KEYS[k]
-    local err = decide(tmp, 0, key, key .. ':l', now, server, windows[r], limits[r], costs[r], true, slack, 1)
+    local err = decide(tmp, 0, key, true, now, server, windows[r], limits[r], costs[r], true, slack, 1)
     if err then return err end
     if tmp[1] ~= 1 then
       return redis.error_reply('rl: composite admission on ' .. key .. ' denied after its check')
@@ -924,7 +925,7 @@ local function design(KEYS, ARGV)
 
   local out = {}
   local server = server_ms()
-  local err = decide(out, 0, KEYS[1], KEYS[1] .. ':l', server, server, window, max_req, 1, true, TTL_SLACK_MS, 1)
+  local err = decide(out, 0, KEYS[1], true, server, server, window, max_req, 1, true, TTL_SLACK_MS, 1)
   if err then return err end
   return {out[1], max_req - out[2], out[2], 'normal'}
 end
