@@ -98,7 +98,13 @@ impl Rng {
 /// The oracle's denial: (used, retry_after, reset_after) from the admitted (ms, permits), oldest
 /// first. A denied request fits once the oldest buckets holding `used + cost - limit` permits
 /// left the window; the window resets when its newest bucket leaves.
-fn oracle_denial(admitted: &[(u64, u64)], now: u64, window: u64, limit: u64, cost: u64) -> [i64; 3] {
+fn oracle_denial(
+    admitted: &[(u64, u64)],
+    now: u64,
+    window: u64,
+    limit: u64,
+    cost: u64,
+) -> [i64; 3] {
     let inside: Vec<(u64, u64)> = admitted
         .iter()
         .copied()
@@ -144,10 +150,7 @@ fn header_only_denials_answer_as_the_general_path_and_the_oracle() {
             // Would the script take the header-only path on `fast_key`?
             let eligible = header(&server, &fast_key).is_some_and(|h| {
                 let edge = now as f64 - window as f64;
-                h[6] <= edge
-                    && window as f64 <= h[5]
-                    && h[1] > edge
-                    && (h[3] == 0.0 || h[3] > edge)
+                h[6] <= edge && window as f64 <= h[5] && h[1] > edge && (h[3] == 0.0 || h[3] > edge)
             });
             forget_horizon(&server, &general_key);
             let a = decide(&server, &fast_key, now, (op, window, limit, cost));
@@ -180,8 +183,14 @@ fn header_only_denials_answer_as_the_general_path_and_the_oracle() {
     }
     // Both paths (and the header-only path's search for a retry time) were really compared.
     assert!(fast >= 100, "header-only denials: {fast}");
-    assert!(fast_search >= 20, "header-only denials that search: {fast_search}");
-    assert!(general >= 100, "general-path denials on the fast key: {general}");
+    assert!(
+        fast_search >= 20,
+        "header-only denials that search: {fast_search}"
+    );
+    assert!(
+        general >= 100,
+        "general-path denials on the fast key: {general}"
+    );
 }
 
 /// The script's `now` on the server clock, by FCALL (a library converts TIME's seconds once per
@@ -208,7 +217,15 @@ fn server_clock_matches_redis_time() {
         let r = if by_eval {
             cmd(
                 &server,
-                &[b"EVAL", SLIDING_WINDOW_LUA.as_bytes(), b"1", b"clock", b"rl1", &head, &body],
+                &[
+                    b"EVAL",
+                    SLIDING_WINDOW_LUA.as_bytes(),
+                    b"1",
+                    b"clock",
+                    b"rl1",
+                    &head,
+                    &body,
+                ],
             )
         } else {
             cmd(
