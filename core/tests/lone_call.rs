@@ -1,10 +1,14 @@
-//! A denial decided from the window header alone (`lua/sliding_window.lua`, `decide`: no lease can
-//! count and every stored bucket is inside the window) must answer exactly as the general path
-//! does. Two keys get the same history; before each call one of them has its lease horizon set to
-//! "not known", which sends that call down the general path (it reads the lease HASH, finds none).
-//! Every reply of the two must be equal, and every denial must match an independent oracle. The
-//! script's server clock (Redis TIME's seconds converted once per second under FCALL, its
-//! microseconds digit by digit) is checked against TIME itself.
+//! The shortcuts a lone call takes in `lua/sliding_window.lua` must answer exactly as the general
+//! path does:
+//! - a denial decided from the window header alone (`decide`: no lease can count and every stored
+//!   bucket is inside the window). Two keys get the same history; before each call one of them
+//!   has its lease horizon set to "not known", which sends that call down the general path (it
+//!   reads the lease HASH, finds none). Every reply of the two must be equal, and every denial
+//!   must match an independent oracle;
+//! - the server clock (Redis TIME's seconds converted once per second under FCALL, its
+//!   microseconds digit by digit), checked against TIME itself;
+//! - the memo of the last valid clock argument and lone request (`native`): a changed or invalid
+//!   argument after a remembered one is unpacked and checked afresh.
 
 mod common;
 
@@ -253,4 +257,113 @@ fn server_clock_matches_redis_time() {
         }
     }
     assert!(calls > 500, "{calls}");
+}
+
+/// A native call by FCALL with raw clock and request blobs: the whole reply.
+fn native(server: &RedisServer, key: &str, clock: &[u8], requests: &[u8]) -> Vec<i64> {
+    let r = cmd(
+        server,
+        &[
+            b"FCALL",
+            SLIDING_WINDOW_LIBRARY.function.as_bytes(),
+            b"1",
+            key.as_bytes(),
+            b"rl1",
+            clock,
+            requests,
+        ],
+    );
+    let RespValue::Array(items) = r else {
+        panic!("{r:?}")
+    };
+    items
+        .iter()
+        .map(|i| {
+            i.as_int().unwrap_or_else(|| match i.as_str() {
+                Some("op") => -101,
+                Some("window_ms") => -102,
+                Some("limit") => -103,
+                Some("cost") => -104,
+                Some("batch") => -105,
+                Some("max_skew_ms") => -106,
+                Some("client_now_ms") => -107,
+                other => panic!("{other:?}"),
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn remembered_arguments_answer_as_their_checks_do() {
+    let server = server();
+    load(&server);
+    let now = wall_ms() as f64;
+    let clock = pack(&[now, SKEW]);
+    let acquire = |limit: f64, cost: f64| pack(&[1.0, 60_000.0, limit, cost]);
+    // Remembered: this clock and request. Two fit, the third is denied.
+    assert_eq!(
+        native(&server, "m", &clock, &acquire(2.0, 1.0))[..3],
+        [0, 1, 1]
+    );
+    assert_eq!(
+        native(&server, "m", &clock, &acquire(2.0, 1.0))[..3],
+        [0, 1, 2]
+    );
+    assert_eq!(
+        native(&server, "m", &clock, &acquire(2.0, 1.0))[..3],
+        [0, 0, 2]
+    );
+    // Another request, same clock: its own limit and cost count.
+    assert_eq!(
+        native(&server, "m", &clock, &acquire(5.0, 2.0))[..3],
+        [0, 1, 4]
+    );
+    assert_eq!(
+        native(&server, "m", &clock, &acquire(5.0, 2.0))[..3],
+        [0, 0, 4]
+    );
+    // Invalid arguments after valid ones are refused, each time, and do not replace the memo.
+    let bad_cost = acquire(5.0, 6.0);
+    for _ in 0..2 {
+        assert_eq!(native(&server, "m", &clock, &bad_cost), [-1, -104, 1]);
+    }
+    let bad_op = pack(&[2.0, 60_000.0, 5.0, 1.0]);
+    assert_eq!(native(&server, "m", &clock, &bad_op), [-1, -101, 1]);
+    assert_eq!(
+        native(&server, "m", &clock, &pack(&[1.0, 60_000.0, 5.0])),
+        [-1, -105, 0]
+    );
+    let bad_skew = pack(&[now, 1.5]);
+    for _ in 0..2 {
+        assert_eq!(
+            native(&server, "m", &bad_skew, &acquire(9.0, 1.0)),
+            [-1, -106, 0]
+        );
+    }
+    assert_eq!(
+        native(&server, "m", &pack(&[now])[..], &acquire(9.0, 1.0)),
+        [-1, -105, 0]
+    );
+    assert_eq!(
+        native(&server, "m", &pack(&[now + 0.5, SKEW]), &acquire(9.0, 1.0)),
+        [-1, -107, 0]
+    );
+    // A clock too far from Redis's after a remembered one is still refused.
+    let far = pack(&[now + 3.0 * SKEW, SKEW]);
+    assert_eq!(native(&server, "m", &far, &acquire(9.0, 1.0))[0], -2);
+    // The remembered ones still answer (4 used of 9: one more fits).
+    assert_eq!(
+        native(&server, "m", &clock, &acquire(5.0, 1.0))[..3],
+        [0, 1, 5]
+    );
+    // A batch after a remembered lone request: each request decided, in order.
+    let batch = [acquire(1.0, 1.0), acquire(1.0, 1.0)].concat();
+    let r = native(&server, "mb", &clock, &batch);
+    assert_eq!(r.len(), 11, "{r:?}");
+    assert_eq!((r[0], r[1], r[2], r[6], r[7]), (0, 1, 1, 0, 1), "{r:?}");
+    // And the lone request the batch began with is not taken for a remembered one.
+    assert_eq!(
+        native(&server, "mb", &clock, &acquire(1.0, 1.0))[..3],
+        [0, 0, 1]
+    );
 }
