@@ -59,7 +59,10 @@
 -- redis.call are formatted with string.format('%d') (Lua's own number-to-string is a float printf).
 -- It makes no closure per call (every function is defined once at the top level: once per call
 -- under EVAL, once per FUNCTION LOAD as a library, see `entry` at the bottom) and no table it can
--- do without. dev/script_cost/cost.sh prices a call against the raw ZSET script.
+-- do without. As a library (FCALL) it also remembers, in upvalues, what the last call's
+-- arguments and Redis TIME's seconds unpacked to (`last_clock`, `last_req`, `last_s`), and a
+-- denial whose window holds every stored bucket and no lease is decided from the header alone
+-- (see `decide`). dev/script_cost/cost.sh prices a call against the raw ZSET script.
 --
 -- Time never runs backwards for a window: `now` is raised to the open bucket's ms if the clock
 -- (server or client) is behind it, so a bucket is never "in the future".
