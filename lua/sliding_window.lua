@@ -60,7 +60,7 @@
 -- It makes no closure per call (every function is defined once at the top level: once per call
 -- under EVAL, once per FUNCTION LOAD as a library, see `entry` at the bottom) and no table it can
 -- do without. As a library (FCALL) it also remembers, in upvalues, what the last call's
--- arguments and Redis TIME's seconds unpacked to (`last_clock`, `last_req`, `last_s`), and a
+-- arguments and Redis TIME's seconds unpacked to (`memo`), and a
 -- denial whose window holds every stored bucket and no lease is decided from the header alone
 -- (see `decide`). dev/script_cost/cost.sh prices a call against the raw ZSET script.
 --
@@ -127,13 +127,13 @@ local MAX_LEASES = 64
 -- Functions library runs at FUNCTION LOAD, where no library but `redis.register_function` is
 -- visible, so nothing above `entry` may touch a global while it is being defined.
 local call, pack, sunpack, unpack_list, find, sub, format, tonumber_, floor, min, max, abs, type_
-local sort, byte
+local sort
 
 local function bind()
   call, pack, sunpack, unpack_list = redis.call, struct.pack, struct.unpack, unpack
   find, sub, format, tonumber_ = string.find, string.sub, string.format, tonumber
   floor, min, max, abs, type_ = math.floor, math.min, math.max, math.abs, type
-  sort, byte = table.sort, string.byte
+  sort = table.sort
 end
 
 -- A packed number that is an integer in [lo, hi] (NaN and infinities fail the comparisons).
@@ -141,26 +141,34 @@ local function int_in(x, lo, hi)
   return x ~= nil and x >= lo and x <= hi and x % 1 == 0
 end
 
--- The last second Redis TIME gave, as its text and in ms. A library's upvalues outlive a call,
--- so calls by FCALL within one second convert it once (text to number is strtod, a large part of
--- a lone denial); equal texts are one interned Lua string, so the test is a pointer compare.
--- Under EVAL the file runs afresh every call and this is only ever nil.
-local last_s, last_s_ms
+-- What the last call's arguments and Redis TIME's seconds unpacked to. A library's upvalues
+-- outlive a call, and a hot key's calls repeat their arguments byte for byte; equal Lua strings
+-- are one interned object, so recognising one is a pointer compare instead of a conversion (text
+-- to number is strtod) or an unpack and its checks, each a large part of a lone call. Only
+-- arguments that passed every check are kept, so a hit answers as the checks would. Under EVAL
+-- the file runs afresh every call and nothing is ever found here. One table, not a local per
+-- value: under EVAL every top-level local a function uses is a new upvalue object per call.
+local memo = {
+  false, 0,           -- [1] TIME's seconds (text), [2] in ms (server_ms)
+  false, 0, 0,        -- [3] clock argument, [4] client_now_ms, [5] max_skew_ms (native)
+  false, 0, 0, 0, 0,  -- [6] lone request, [7] consume, [8] window, [9] limit, [10] cost (native)
+}
 
 -- Redis TIME in ms (no string is built: each one made is work for the garbage collector).
 -- The microseconds' whole ms are their digits but the last three (TIME gives them unpadded, at
 -- most 6), read by string.byte: cheaper than tonumber's strtod.
 local function server_ms()
   local t = call('TIME')
-  local s, us = t[1], t[2]
-  if s ~= last_s then
-    last_s, last_s_ms = s, tonumber_(s) * 1000
+  local s, us, m = t[1], t[2], memo
+  if s ~= m[1] then
+    m[1], m[2] = s, tonumber_(s) * 1000
   end
+  local last_s_ms = m[2]
   local l = #us
   if l < 4 then
     return last_s_ms
   end
-  local a, b, c = byte(us, 1, l - 3)
+  local a, b, c = string.byte(us, 1, l - 3) -- a global, not bound: see memo
   if c then
     return last_s_ms + a * 100 + b * 10 + c - 5328 -- 5328 = 48 * 111: the digits' '0's
   elseif b then
@@ -662,36 +670,29 @@ local function decide(out, o, key, leases, now, server, window, limit, cost, con
   return nil
 end
 
--- The last valid clock argument and lone request a native call brought, and what they unpacked
--- to. A library's upvalues outlive a call (see last_s), and a hot key's calls repeat both
--- arguments byte for byte; equal Lua strings are one interned object, so recognising them is a
--- pointer compare instead of an unpack and its checks (a large part of a lone call). Only
--- arguments that passed every check are kept, so a hit answers as the checks would.
-local last_clock, last_client_now, last_skew
-local last_req, last_c, last_w, last_l, last_k
-
 -- Calling convention 2 (see the top).
 local function native(KEYS, ARGV)
   local key = KEYS[1]
   if key == nil then return {-1, 'key', 0} end
   if #ARGV ~= 3 then return {-1, 'batch', 0} end
-  local clock, client_now, max_skew = ARGV[2]
-  if clock == last_clock then
-    client_now, max_skew = last_client_now, last_skew
+  -- A clock argument and a lone request seen last time are taken from `memo`.
+  local clock, m, client_now, max_skew = ARGV[2], memo
+  if clock == m[3] then
+    client_now, max_skew = m[4], m[5]
   else
     if #clock ~= 16 then return {-1, 'batch', 0} end
     client_now, max_skew = sunpack('>dd', clock)
     -- int_in, inlined (unpacked doubles are never nil)
     if not (max_skew >= 0 and max_skew <= MAX_TIME_MS and max_skew % 1 == 0) then return {-1, 'max_skew_ms', 0} end
     if client_now ~= 0 and not (client_now > 0 and client_now <= MAX_TIME_MS and client_now % 1 == 0) then return {-1, 'client_now_ms', 0} end
-    last_clock, last_client_now, last_skew = clock, client_now, max_skew
+    m[3], m[4], m[5] = clock, client_now, max_skew
   end
   local blob = ARGV[3]
   local consume, windows, limits, costs
   local c1, w1, l1, k1
   local n = 1
-  if blob == last_req then
-    c1, w1, l1, k1 = last_c, last_w, last_l, last_k
+  if blob == m[6] then
+    c1, w1, l1, k1 = m[7], m[8], m[9], m[10]
   else
     n = #blob / 32
     if n < 1 or n > MAX_BATCH or n % 1 ~= 0 then return {-1, 'batch', 0} end
@@ -715,7 +716,7 @@ local function native(KEYS, ARGV)
       end
     end
     if n == 1 then
-      last_req, last_c, last_w, last_l, last_k = blob, c1, w1, l1, k1
+      m[6], m[7], m[8], m[9], m[10] = blob, c1, w1, l1, k1
     end
   end
   local now
