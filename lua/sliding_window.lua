@@ -59,10 +59,10 @@
 -- redis.call are formatted with string.format('%d') (Lua's own number-to-string is a float printf).
 -- It makes no closure per call (every function is defined once at the top level: once per call
 -- under EVAL, once per FUNCTION LOAD as a library, see `entry` at the bottom) and no table it can
--- do without. As a library (FCALL) it also remembers, in upvalues, what the last call's
--- arguments and Redis TIME's seconds unpacked to (`memo`), and a
--- denial whose window holds every stored bucket and no lease is decided from the header alone
--- (see `decide`). dev/script_cost/cost.sh prices a call against the raw ZSET script.
+-- do without. As a library (FCALL) it also remembers what the last call's arguments and Redis
+-- TIME's seconds unpacked to (`memo`), and a denial whose window holds every stored bucket and no
+-- lease is decided from the header alone (see `decide`). dev/script_cost/cost.sh prices a call
+-- against the raw ZSET script.
 --
 -- Time never runs backwards for a window: `now` is raised to the open bucket's ms if the clock
 -- (server or client) is behind it, so a bucket is never "in the future".
@@ -425,9 +425,9 @@ end
 -- requests at once is what makes a coalesced batch cheap: one read and one write for all of them.
 -- `server` is Redis TIME (the TTL's clock); `slack` how long past the longest window the key must
 -- outlive its newest bucket. Writes only when `consume` and something is admitted, or when the
--- call brings a longer window than the key has seen. `lkey` is the key's lease HASH (nil: leases
--- are not counted, as for a refund's bucket): every live lease counts in the window as permits
--- that leave at the lease's end + window. The HASH is read only when the header's lease horizon
+-- call brings a longer window than the key has seen. `leases`: whether the key's lease HASH
+-- (`<key>:l`, named only when read) counts (false for a refund's bucket): every live lease counts
+-- in the window as permits that leave at the lease's end + window. The HASH is read only when the header's lease horizon
 -- says a lease may count (or the key is missing): the same answer, without the read in the
 -- common case of a key nobody leases. Returns an error reply, or nil.
 local function decide(out, o, key, leases, now, server, window, limit, cost, consume, slack, n)
