@@ -59,7 +59,10 @@
 -- redis.call are formatted with string.format('%d') (Lua's own number-to-string is a float printf).
 -- It makes no closure per call (every function is defined once at the top level: once per call
 -- under EVAL, once per FUNCTION LOAD as a library, see `entry` at the bottom) and no table it can
--- do without. dev/script_cost/cost.sh prices a call against the raw ZSET script.
+-- do without. As a library (FCALL) it also remembers what the last call's arguments and Redis
+-- TIME's seconds unpacked to (`memo`), and a denial whose window holds every stored bucket and no
+-- lease is decided from the header alone (see `decide`). dev/script_cost/cost.sh prices a call
+-- against the raw ZSET script.
 --
 -- Time never runs backwards for a window: `now` is raised to the open bucket's ms if the clock
 -- (server or client) is behind it, so a bucket is never "in the future".
@@ -138,10 +141,40 @@ local function int_in(x, lo, hi)
   return x ~= nil and x >= lo and x <= hi and x % 1 == 0
 end
 
+-- What the last call's arguments and Redis TIME's seconds unpacked to. A library's upvalues
+-- outlive a call, and a hot key's calls repeat their arguments byte for byte; equal Lua strings
+-- are one interned object, so recognising one is a pointer compare instead of a conversion (text
+-- to number is strtod) or an unpack and its checks, each a large part of a lone call. Only
+-- arguments that passed every check are kept, so a hit answers as the checks would. Under EVAL
+-- the file runs afresh every call and nothing is ever found here. One table, not a local per
+-- value: under EVAL every top-level local a function uses is a new upvalue object per call.
+local memo = {
+  false, 0,           -- [1] TIME's seconds (text), [2] in ms (server_ms)
+  false, 0, 0,        -- [3] clock argument, [4] client_now_ms, [5] max_skew_ms (native)
+  false, 0, 0, 0, 0,  -- [6] lone request, [7] consume, [8] window, [9] limit, [10] cost (native)
+}
+
 -- Redis TIME in ms (no string is built: each one made is work for the garbage collector).
+-- The microseconds' whole ms are their digits but the last three (TIME gives them unpadded, at
+-- most 6), read by string.byte: cheaper than tonumber's strtod.
 local function server_ms()
   local t = call('TIME')
-  return tonumber_(t[1]) * 1000 + floor(tonumber_(t[2]) / 1000)
+  local s, us, m = t[1], t[2], memo
+  if s ~= m[1] then
+    m[1], m[2] = s, tonumber_(s) * 1000
+  end
+  local last_s_ms = m[2]
+  local l = #us
+  if l < 4 then
+    return last_s_ms
+  end
+  local a, b, c = string.byte(us, 1, l - 3) -- a global, not bound: see memo
+  if c then
+    return last_s_ms + a * 100 + b * 10 + c - 5328 -- 5328 = 48 * 111: the digits' '0's
+  elseif b then
+    return last_s_ms + a * 10 + b - 528
+  end
+  return last_s_ms + a - 48
 end
 
 -- Permits between two running totals (a later minus an earlier one).
@@ -392,12 +425,12 @@ end
 -- requests at once is what makes a coalesced batch cheap: one read and one write for all of them.
 -- `server` is Redis TIME (the TTL's clock); `slack` how long past the longest window the key must
 -- outlive its newest bucket. Writes only when `consume` and something is admitted, or when the
--- call brings a longer window than the key has seen. `lkey` is the key's lease HASH (nil: leases
--- are not counted, as for a refund's bucket): every live lease counts in the window as permits
--- that leave at the lease's end + window. The HASH is read only when the header's lease horizon
+-- call brings a longer window than the key has seen. `leases`: whether the key's lease HASH
+-- (`<key>:l`, named only when read) counts (false for a refund's bucket): every live lease counts
+-- in the window as permits that leave at the lease's end + window. The HASH is read only when the header's lease horizon
 -- says a lease may count (or the key is missing): the same answer, without the read in the
 -- common case of a key nobody leases. Returns an error reply, or nil.
-local function decide(out, o, key, lkey, now, server, window, limit, cost, consume, slack, n)
+local function decide(out, o, key, leases, now, server, window, limit, cost, consume, slack, n)
   local head = call('LINDEX', key, '0')
   local cum, open_t, base, oldest, deadline, longest, horizon
   local stale = false -- the header must be rewritten even if nothing else changes
@@ -421,17 +454,43 @@ local function decide(out, o, key, lkey, now, server, window, limit, cost, consu
     -- A key made without reading the HASH (a refund's bucket) must not claim there are no leases.
     horizon = UNKNOWN
   end
+  local edge = now - window
+  -- The commonest call on a hot key over its limit, decided from the header alone: no lease can
+  -- count (the horizon is at or before the edge; "not known", a missing key and the older headers
+  -- are later than any edge), the key has seen this window, and every stored bucket is inside it
+  -- (so the window holds cum - base). A denial then reads no bucket and writes nothing; its
+  -- answer is the one the general path below gives (core/tests/lone_call.rs checks both).
+  if horizon <= edge and window <= longest and open_t > edge and (oldest == 0 or oldest > edge) then
+    local used = (cum - base) % MOD
+    if used + cost > limit then
+      local retry_at
+      if used + cost - limit == 1 then
+        retry_at = oldest ~= 0 and oldest or open_t -- fits_at's first case: no read
+      else
+        retry_at = fits_at(key, nil, 0, base, cum, open_t, oldest, now, used, 0, 0, cost, limit)
+      end
+      local retry, reset_after = retry_at + window - now, open_t + window - now
+      if n == 1 then
+        out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = 0, used, retry, reset_after, now
+        return nil
+      end
+      for _ = 1, n do
+        out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = 0, used, retry, reset_after, now
+        o = o + 5
+      end
+      return nil
+    end
+  end
   local grew = head and window > longest
   if grew then
     longest = window
   end
-  local edge = now - window
   -- Leases that still count in this window (see `live_leases`), and the last one's end. No lease
   -- in the HASH ends after the horizon, so none counts when the horizon is at or before the edge.
   local lsum, ends, lmax = 0, nil, nil
-  if lkey and horizon > edge then
+  if leases and horizon > edge then
     local hmax
-    lsum, ends, lmax, hmax = live_leases(lkey, edge)
+    lsum, ends, lmax, hmax = live_leases(key .. ':l', edge)
     if horizon == UNKNOWN then
       -- Learnt: written with the header (once; a missing key gets it when it is made).
       horizon, stale = hmax, true
@@ -484,7 +543,7 @@ local function decide(out, o, key, lkey, now, server, window, limit, cost, consu
         cum_e = c
       end
     end
-    used = between(cum, cum_e)
+    used = (cum - cum_e) % MOD -- between(), inlined: a call is a measurable part of a denial
   else
     -- The whole window is empty, but the key keeps history for a longer one.
     e = -1
@@ -510,7 +569,13 @@ local function decide(out, o, key, lkey, now, server, window, limit, cost, consu
     if ends then
       cache = cache or {} -- shared by the searches below
     end
-    retry_at = fits_at(key, cache, e, cum_e, cum, open_t, oldest, now, used, lsum, extra, cost, limit)
+    if e == 0 and used > 0 and used + lsum + extra + cost - limit == 1 then
+      -- fits_at's commonest case, inlined for a lone denial (a call is a measurable part of it):
+      -- the bucket right after the edge is the oldest one, whose ms the header holds.
+      retry_at = oldest ~= 0 and oldest or open_t
+    else
+      retry_at = fits_at(key, cache, e, cum_e, cum, open_t, oldest, now, used, lsum, extra, cost, limit)
+    end
     if ends then
       -- Leases leave at their end + window, earliest first: the request fits at the first moment
       -- the buckets that left and the leases that left free enough.
@@ -605,39 +670,53 @@ local function decide(out, o, key, lkey, now, server, window, limit, cost, consu
   return nil
 end
 
--- Request i of a native batch, checked: op (1 acquire, 0 peek), window, limit, cost; or nil and
--- the name of the bad argument. (The checks are int_in inlined: unpacked doubles are never nil, and
--- a function call per number is a measurable part of a lone call.)
-local function request(blob, i)
-  local op, window, limit, cost = sunpack('>dddd', blob, (i - 1) * 32 + 1)
-  if op ~= 0 and op ~= 1 then return nil, 'op' end
-  if not (window >= 1 and window <= MAX_WINDOW_MS and window % 1 == 0) then return nil, 'window_ms' end
-  if not (limit >= 1 and limit <= MAX_PERMITS and limit % 1 == 0) then return nil, 'limit' end
-  if not (cost >= 1 and cost <= limit and cost % 1 == 0) then return nil, 'cost' end
-  return op == 1, window, limit, cost
-end
-
 -- Calling convention 2 (see the top).
 local function native(KEYS, ARGV)
   local key = KEYS[1]
   if key == nil then return {-1, 'key', 0} end
-  if #ARGV ~= 3 or #ARGV[2] ~= 16 then return {-1, 'batch', 0} end
-  local client_now, max_skew = sunpack('>dd', ARGV[2])
-  if not int_in(max_skew, 0, MAX_TIME_MS) then return {-1, 'max_skew_ms', 0} end
-  if not int_in(client_now, 0, MAX_TIME_MS) then return {-1, 'client_now_ms', 0} end
+  if #ARGV ~= 3 then return {-1, 'batch', 0} end
+  -- A clock argument and a lone request seen last time are taken from `memo`.
+  local clock, m, client_now, max_skew = ARGV[2], memo
+  if clock == m[3] then
+    client_now, max_skew = m[4], m[5]
+  else
+    if #clock ~= 16 then return {-1, 'batch', 0} end
+    client_now, max_skew = sunpack('>dd', clock)
+    -- int_in, inlined (unpacked doubles are never nil)
+    if not (max_skew >= 0 and max_skew <= MAX_TIME_MS and max_skew % 1 == 0) then return {-1, 'max_skew_ms', 0} end
+    if client_now ~= 0 and not (client_now > 0 and client_now <= MAX_TIME_MS and client_now % 1 == 0) then return {-1, 'client_now_ms', 0} end
+    m[3], m[4], m[5] = clock, client_now, max_skew
+  end
   local blob = ARGV[3]
-  local n = #blob / 32
-  if n < 1 or n > MAX_BATCH or n ~= floor(n) then return {-1, 'batch', 0} end
-  -- Every request of the batch is checked before the first write.
   local consume, windows, limits, costs
-  local c1, w1, l1, k1 = request(blob, 1)
-  if c1 == nil then return {-1, w1, 1} end
-  if n > 1 then
-    consume, windows, limits, costs = {c1}, {w1}, {l1}, {k1}
-    for i = 2, n do
-      local c, w, l, k = request(blob, i)
-      if c == nil then return {-1, w, i} end
-      consume[i], windows[i], limits[i], costs[i] = c, w, l, k
+  local c1, w1, l1, k1
+  local n = 1
+  if blob == m[6] then
+    c1, w1, l1, k1 = m[7], m[8], m[9], m[10]
+  else
+    n = #blob / 32
+    if n < 1 or n > MAX_BATCH or n % 1 ~= 0 then return {-1, 'batch', 0} end
+    -- Every request of the batch is checked before the first write: op (1 acquire, 0 peek),
+    -- window, limit, cost. (Checked here, not in a function per request, and int_in inlined: a
+    -- function call is a measurable part of a lone call.) The first request is kept in locals, and
+    -- only a batch gets tables.
+    for i = 1, n do
+      local op, w, l, k = sunpack('>dddd', blob, i * 32 - 31)
+      if op ~= 0 and op ~= 1 then return {-1, 'op', i} end
+      if not (w >= 1 and w <= MAX_WINDOW_MS and w % 1 == 0) then return {-1, 'window_ms', i} end
+      if not (l >= 1 and l <= MAX_PERMITS and l % 1 == 0) then return {-1, 'limit', i} end
+      if not (k >= 1 and k <= l and k % 1 == 0) then return {-1, 'cost', i} end
+      if i == 1 then
+        c1, w1, l1, k1 = op == 1, w, l, k
+      else
+        if i == 2 then
+          consume, windows, limits, costs = {c1}, {w1}, {l1}, {k1}
+        end
+        consume[i], windows[i], limits[i], costs[i] = op == 1, w, l, k
+      end
+    end
+    if n == 1 then
+      m[6], m[7], m[8], m[9], m[10] = blob, c1, w1, l1, k1
     end
   end
   local now
@@ -653,10 +732,9 @@ local function native(KEYS, ARGV)
     -- A bucket made on the client's clock may outlive the server-clock TTL by twice the skew.
     slack = slack + 2 * max_skew
   end
-  local lkey = key .. ':l'
   if n == 1 then
     local out = {0, 0, 0, 0, 0, 0} -- sized once
-    local err = decide(out, 1, key, lkey, now, server, w1, l1, k1, c1, slack, 1)
+    local err = decide(out, 1, key, true, now, server, w1, l1, k1, c1, slack, 1)
     if err then return err end
     return out
   end
@@ -669,7 +747,7 @@ local function native(KEYS, ARGV)
       and limits[j + 1] == limits[i] and costs[j + 1] == costs[i] do
       j = j + 1
     end
-    local err = decide(out, #out, key, lkey, now, server, windows[i], limits[i], costs[i], consume[i], slack, j - i + 1)
+    local err = decide(out, #out, key, true, now, server, windows[i], limits[i], costs[i], consume[i], slack, j - i + 1)
     if err then return err end
     i = j + 1
   end
@@ -775,14 +853,14 @@ local function lease(KEYS, ARGV)
     local u = min(old_used, mine[2])
     if u > 0 then
       local tmp = {}
-      local err = decide(tmp, 0, key, nil, now, server, window, MAX_PERMITS, u, true, slack, 1)
+      local err = decide(tmp, 0, key, false, now, server, window, MAX_PERMITS, u, true, slack, 1)
       if err then return err end
       now = tmp[5]
     end
     mine = nil
   end
   local out = {}
-  local err = decide(out, 0, key, lkey, now, server, window, limit, 1, false, slack, 1)
+  local err = decide(out, 0, key, true, now, server, window, limit, 1, false, slack, 1)
   if err then return err end
   now = out[5]
   local used, reset_after = out[2], out[4]
@@ -867,7 +945,7 @@ local function composite(KEYS, ARGV)
   local allowed, retry, latest = true, 0, now
   for i = 1, n do
     local key, o = KEYS[idx[i]], 4 + (i - 1) * 5
-    local err = decide(out, o, key, key .. ':l', now, server, windows[i], limits[i], costs[i], false, slack, 1)
+    local err = decide(out, o, key, true, now, server, windows[i], limits[i], costs[i], false, slack, 1)
     if err then return err end
     if out[o + 1] == 0 then
       allowed = false
@@ -883,7 +961,7 @@ local function composite(KEYS, ARGV)
   local tmp = {0, 0, 0, 0, 0}
   for k = 1, nkeys do
     local r, key = key_rule[k], KEYS[k]
-    local err = decide(tmp, 0, key, key .. ':l', now, server, windows[r], limits[r], costs[r], true, slack, 1)
+    local err = decide(tmp, 0, key, true, now, server, windows[r], limits[r], costs[r], true, slack, 1)
     if err then return err end
     if tmp[1] ~= 1 then
       return redis.error_reply('rl: composite admission on ' .. key .. ' denied after its check')
@@ -924,7 +1002,7 @@ local function design(KEYS, ARGV)
 
   local out = {}
   local server = server_ms()
-  local err = decide(out, 0, KEYS[1], KEYS[1] .. ':l', server, server, window, max_req, 1, true, TTL_SLACK_MS, 1)
+  local err = decide(out, 0, KEYS[1], true, server, server, window, max_req, 1, true, TTL_SLACK_MS, 1)
   if err then return err end
   return {out[1], max_req - out[2], out[2], 'normal'}
 end

@@ -5,6 +5,8 @@
 #                 EVALSHA/FCALL commands (deterministic up to how many calls share a millisecond)
 #   usec          INFO commandstats usec_per_call on a plain redis-server (noisy, machine-bound)
 # usage: dev/script_cost/cost.sh [N calls per case, default 2000] [LUA_FILE, default lua/sliding_window.lua]
+# RL_COST_CLOCK=fixed: rl's calls on a client clock moving 1 ms per 4 calls (see gen.py): admissions
+# priced independently of machine speed and load.
 # The FCALL cases load the library made from LUA_FILE as core/src/backend/functions.rs makes it
 # (the file up to its EVAL-only tail, then register_function of `entry`).
 set -euo pipefail

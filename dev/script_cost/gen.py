@@ -4,10 +4,16 @@ script in one scenario, after loading it. Used by cost.sh to price lua/sliding_w
 lua/baseline_zset.lua per call (see cost.sh).
 
 usage: gen.py {raw|rl|fcall|design} {admit|deny} N LUA_FILE [LIB_NAME]
+
+RL_COST_CLOCK=fixed: rl's calls (rl, fcall) bring a client clock that moves 1 ms every 4 calls,
+so how many calls share a millisecond (what an admission writes) no longer depends on how fast
+the machine runs them; Redis TIME is still read (the skew check). raw and design stay on TIME.
 """
 import hashlib
+import os
 import struct
 import sys
+import time
 
 
 def q(b: bytes) -> str:
@@ -21,6 +27,8 @@ def main():
     # admit: a limit never reached; deny: the first 10 admitted, the rest denied (the steady
     # state of a hot key over its limit, what most calls of a throughput run are).
     limit, window = (10**12, 1000) if scenario == 'admit' else (10, 600000)
+    fixed = os.environ.get('RL_COST_CLOCK') == 'fixed'
+    start = int(time.time() * 1000)
     out = []
     if kind == 'fcall':
         out.append('FUNCTION LOAD REPLACE ' + q(src))
@@ -32,7 +40,8 @@ def main():
         elif kind == 'design':
             out.append('EVALSHA %s 2 rl:{k} rl:cfg:{k} 1700000000000 %d %d 0 0 gw' % (sha, window, limit))
         else:
-            args = 'rl1 %s %s' % (q(struct.pack('>dd', 0, 1000)),
+            clock = (start + i // 4, 10**9) if fixed else (0, 1000)
+            args = 'rl1 %s %s' % (q(struct.pack('>dd', *clock)),
                                   q(struct.pack('>dddd', 1, window, limit, 1)))
             if kind == 'fcall':
                 out.append('FCALL %s 1 rl:{k} %s' % (sys.argv[5], args))
