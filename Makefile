@@ -1,6 +1,6 @@
 # One entry point. `make test` runs every test (installing what is missing); `make bench` runs the
 # design's benchmark against a private local Redis; `make demo` shows one key being limited.
-.PHONY: build test fuzz bench bench-grpc bench-http bench-python bench-serve throughput demo scenarios hotkey clean dist install
+.PHONY: build test fuzz soak bench bench-grpc bench-http bench-python bench-serve throughput demo scenarios hotkey clean dist install
 
 build:
 	cargo build --release -p rl-cli
@@ -26,6 +26,15 @@ install:
 # private redis-server. `make test` runs the short version on stable (seeds + a few seconds).
 fuzz:
 	bash scripts/fuzz.sh
+
+# Hours of mixed load (thousands of keys, random costs, 5 limiters) against a private redis-server
+# behind Toxiproxy and a Sentinel trio, with a fault every SOAK_FAULT_EVERY (latency, blackhole,
+# reset_peer, restart, failover): asserts flat RSS/fds/Redis memory/DBSIZE and exact windows,
+# prints a summary table and writes target/soak/soak.png. `make test` runs a 60 s version.
+SOAK_DURATION ?= 2h
+SOAK_FAULT_EVERY ?= 60s
+soak: build
+	target/release/rl soak --duration $(SOAK_DURATION) --fault-every $(SOAK_FAULT_EVERY) --plot target/soak/soak.png $(SOAK_ARGS)
 
 bench: build
 	target/release/rl bench
