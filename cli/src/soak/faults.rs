@@ -1,4 +1,4 @@
-//! The fault schedule: one fault every `every`, in rotation — latency above `degrade_rtt`, a
+//! The fault schedule: one fault every `every`, in rotation — latency of 4 × `degrade_rtt` ± 5 ms, a
 //! blackhole (Toxiproxy `timeout` both ways), resets (`reset_peer`), a restart of the standalone
 //! redis-server (data lost: persistence is off) and a Sentinel failover (`SENTINEL FAILOVER`, so
 //! it can repeat: the old primary comes back as the replica). Each fault's period runs from just
@@ -24,6 +24,9 @@ pub struct Fault {
     pub group: usize,
     pub kind: &'static str,
     pub start_ms: u64,
+    /// When the injection itself was done (the toxic lifted, the server back, the new primary
+    /// named by the Sentinels and `role:master`).
+    pub done_ms: u64,
     pub end_ms: u64,
     /// Whether every limiter of the group was `normal` again before the wait ran out.
     pub recovered: bool,
@@ -42,12 +45,18 @@ pub struct Targets {
 }
 
 const HOLD: Duration = Duration::from_millis(1500);
-const RECOVER_WAIT: Duration = Duration::from_secs(20);
+const RECOVER_WAIT: Duration = Duration::from_secs(30);
 /// The README's "each does within about a second of seeing the new primary".
 const REPAIR_TIME: Duration = Duration::from_secs(1);
 
 /// Runs faults until `stop`, the first after `every`; returns the targets to be stopped.
-pub fn run(mut t: Targets, every: Duration, log: Log, stop: Arc<AtomicBool>) -> Targets {
+pub fn run(
+    mut t: Targets,
+    every: Duration,
+    latency_ms: u64,
+    log: Log,
+    stop: Arc<AtomicBool>,
+) -> Targets {
     let mut next = Instant::now() + every;
     let mut round = 0usize;
     loop {
@@ -65,15 +74,17 @@ pub fn run(mut t: Targets, every: Duration, log: Log, stop: Arc<AtomicBool>) -> 
             .iter()
             .map(|l| l.stats().failovers)
             .collect();
-        if let Err(e) = inject(&mut t, kind) {
+        if let Err(e) = inject(&mut t, kind, latency_ms) {
             eprintln!("soak: fault {kind} failed: {e}");
         }
+        let done_ms = now_ms();
         let new_primary = matches!(kind, "restart" | "failover");
         let recovered = wait_recovered(&t.groups[group], new_primary.then_some(&seen[..]));
         log.lock().unwrap().push(Fault {
             group,
             kind,
             start_ms,
+            done_ms,
             end_ms: now_ms(),
             recovered,
         });
@@ -81,7 +92,7 @@ pub fn run(mut t: Targets, every: Duration, log: Log, stop: Arc<AtomicBool>) -> 
     }
 }
 
-fn inject(t: &mut Targets, kind: &str) -> std::io::Result<()> {
+fn inject(t: &mut Targets, kind: &str, latency_ms: u64) -> std::io::Result<()> {
     let p = &t.proxy;
     match kind {
         "latency" => {
@@ -89,7 +100,7 @@ fn inject(t: &mut Targets, kind: &str) -> std::io::Result<()> {
                 "lat",
                 "latency",
                 Stream::Downstream,
-                json!({"latency": 20, "jitter": 5}),
+                json!({"latency": latency_ms, "jitter": 5}),
             )?;
             sleep(HOLD);
             p.remove("lat")

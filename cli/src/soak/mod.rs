@@ -48,6 +48,11 @@ pub struct SoakArgs {
     /// The local record's bound (`local_max_keys`), small enough for faults to reach it
     #[arg(long, default_value_t = 512)]
     pub local_max_keys: usize,
+    /// `degrade_rtt_ms` of every limiter [default: the library's, 5 ms]; the latency fault adds
+    /// 4x this. A busy machine's own round trips can exceed 5 ms and send limiters local outside
+    /// the faults (counted apart as local spells); raise it to keep those rare.
+    #[arg(long, value_parser = duration_ms)]
+    pub degrade_rtt: Option<u64>,
     /// Where the PNG goes
     #[arg(long, default_value = "soak.png")]
     pub plot: PathBuf,
@@ -78,11 +83,15 @@ pub fn run(a: SoakArgs) -> CliResult<u8> {
     let urls = [proxy.url(), trio.url()];
     let mut groups: Vec<Vec<Limiter>> = Vec::new();
     for (g, &n) in GROUP_INSTANCES.iter().enumerate() {
-        let options = Options {
+        let mut options = Options {
             instances: Some(n),
             local_max_keys: a.local_max_keys,
             ..Options::default()
         };
+        if let Some(ms) = a.degrade_rtt {
+            options.degrade_rtt = Duration::from_millis(ms);
+        }
+        options.validate()?;
         let ls = (0..n)
             .map(|_| Limiter::open(Some(&urls[g]), options.clone()))
             .collect::<Result<Vec<_>, _>>()?;
@@ -137,7 +146,8 @@ pub fn run(a: SoakArgs) -> CliResult<u8> {
         };
         let (log, stop) = (log.clone(), stop.clone());
         let every = Duration::from_millis(a.fault_every);
-        std::thread::spawn(move || faults::run(targets, every, log, stop))
+        let latency_ms = 4 * a.degrade_rtt.unwrap_or(5);
+        std::thread::spawn(move || faults::run(targets, every, latency_ms, log, stop))
     };
 
     let mut checker = Checker::new(GROUP_INSTANCES.len(), a.limit, a.window);
@@ -169,7 +179,7 @@ pub fn run(a: SoakArgs) -> CliResult<u8> {
                 })
                 .collect(),
         };
-        if samples.len() % print_every == 0 {
+        if samples.len().is_multiple_of(print_every) {
             report::progress(&s, log.lock().unwrap().len());
         }
         samples.push(s);
