@@ -155,7 +155,16 @@ pub fn run(a: SoakArgs) -> CliResult<u8> {
     let duration = Duration::from_millis(a.duration);
     let print_every = if a.duration > 600_000 { 60 } else { 10 };
     let mut next = Instant::now();
-    while started.elapsed() < duration {
+    // A short run on a slow machine goes on (by up to 30 s) until every kind of fault has run.
+    let all_ran = || {
+        let log = log.lock().unwrap();
+        faults::KINDS
+            .iter()
+            .all(|k| log.iter().any(|f| f.kind == *k))
+    };
+    while started.elapsed() < duration
+        || (started.elapsed() < duration + Duration::from_secs(30) && !all_ran())
+    {
         next += Duration::from_secs(1);
         std::thread::sleep(next.saturating_duration_since(Instant::now()));
         for admit in rx.try_iter() {

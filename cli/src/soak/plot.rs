@@ -89,7 +89,7 @@ fn panel(
     start_ms: u64,
     t_end: f64,
 ) {
-    let right = W as i64 - 20;
+    let right = W as i64 - 50;
     let bottom = top + PANEL_H;
     let x_of = |t: f64| LEFT + ((t / t_end) * (right - LEFT) as f64) as i64;
     for f in faults {
