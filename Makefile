@@ -21,9 +21,9 @@ install:
 	mkdir -p "$(DESTDIR)$(PREFIX)"
 	cp -R --preserve=mode,links,timestamps "$${CARGO_TARGET_DIR:-target}"/dist-stage/c/rl-$$(python3 scripts/check-versions.py --get)-linux-x86_64/. "$(DESTDIR)$(PREFIX)/"
 
-# The long fuzz run: cargo-fuzz (nightly) on the URL, options and policy parsers, FUZZ_SECONDS
-# each (default 600), then SCRIPT_FUZZ_CASES (default 100000) random script calls against a
-# private redis-server. `make test` runs the short version on stable (seeds + a few seconds).
+# The long fuzz run: cargo-fuzz (nightly) on the URL, options and policy parsers and rl serve's
+# policies-file loader, FUZZ_SECONDS each (default 600), then SCRIPT_FUZZ_CASES (default 100000)
+# random script calls against a private redis-server. `make test` runs the short version on stable (seeds + a few seconds).
 fuzz:
 	bash scripts/fuzz.sh
 
