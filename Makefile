@@ -1,6 +1,6 @@
 # One entry point. `make test` runs every test (installing what is missing); `make bench` runs the
 # design's benchmark against a private local Redis; `make demo` shows one key being limited.
-.PHONY: build test fuzz bench bench-grpc bench-http bench-python bench-serve throughput demo scenarios hotkey clean dist install
+.PHONY: build test fuzz soak bench bench-grpc bench-http bench-python bench-serve throughput demo scenarios hotkey clean dist install
 
 build:
 	cargo build --release -p rl-cli
@@ -21,11 +21,20 @@ install:
 	mkdir -p "$(DESTDIR)$(PREFIX)"
 	cp -R --preserve=mode,links,timestamps "$${CARGO_TARGET_DIR:-target}"/dist-stage/c/rl-$$(python3 scripts/check-versions.py --get)-linux-x86_64/. "$(DESTDIR)$(PREFIX)/"
 
-# The long fuzz run: cargo-fuzz (nightly) on the URL, options and policy parsers, FUZZ_SECONDS
-# each (default 600), then SCRIPT_FUZZ_CASES (default 100000) random script calls against a
-# private redis-server. `make test` runs the short version on stable (seeds + a few seconds).
+# The long fuzz run: cargo-fuzz (nightly) on the URL, options and policy parsers and rl serve's
+# policies-file loader, FUZZ_SECONDS each (default 600), then SCRIPT_FUZZ_CASES (default 100000)
+# random script calls against a private redis-server. `make test` runs the short version on stable (seeds + a few seconds).
 fuzz:
 	bash scripts/fuzz.sh
+
+# Hours of mixed load (thousands of keys, random costs, 5 limiters) against a private redis-server
+# behind Toxiproxy and a Sentinel trio, with a fault every SOAK_FAULT_EVERY (latency, blackhole,
+# reset_peer, restart, failover): asserts flat RSS/fds/Redis memory/DBSIZE and exact windows,
+# prints a summary table and writes target/soak/soak.png. `make test` runs a 60 s version.
+SOAK_DURATION ?= 2h
+SOAK_FAULT_EVERY ?= 60s
+soak: build
+	target/release/rl soak --duration $(SOAK_DURATION) --fault-every $(SOAK_FAULT_EVERY) --plot target/soak/soak.png $(SOAK_ARGS)
 
 bench: build
 	target/release/rl bench

@@ -106,6 +106,53 @@ def main():
     for t in ["100/s; 5000/h", "burst: 100/s; daily: 5000/day", "10 per 90 seconds",
               "5/250ms | 7 PER 2 Minutes", "a: 1/s, b: 1/s", "1/month"]:
         write("policy", t.encode())
+    serve_config_seeds()
+
+
+# rl serve's policies files: envoyproxy/ratelimit's vendored examples, then the shapes serve's own
+# tests load or refuse (serve/tests/config.rs, http.rs).
+SERVE_CONFIGS = [
+    "domain: rl\ndescriptors:\n  - key: category\n    value: account\n    rate_limit:\n"
+    "      replaces:\n        - name: bkthomps\n      unit: MINUTE\n      requests_per_unit: 4\n"
+    "  - key: foo\n    detailed_metric: true\n    value_to_metric: true\n    metadata: {anything: [1, 2]}\n"
+    "    rate_limit: {unit: minute, requests_per_unit: 2}\n    descriptors:\n      - key: bar\n"
+    "        value: banned\n        rate_limit: {name: banned_limit, unit: minute, requests_per_unit: 0}\n"
+    "      - key: baz\n        value: shady\n        shadow_mode: true\n        quota_mode: false\n"
+    "        rate_limit: {unit: minute, requests_per_unit: 3}\n      - key: files*\n"
+    "        share_threshold: true\n        rate_limit: {unlimited: true}\n  - key: port\n"
+    "    value: 8080\n    rate_limit: {window_ms: 250, requests_per_unit: 5}\n---\ndomain: other\ndescriptors:\n",
+    "domain: web\nhttp:\n  trusted_proxies: [\"127.0.0.1\", \"10.0.0.0/8\", \"::1\"]\n  rate_limits:\n"
+    "    - actions:\n        - remote_address: {}\n    - actions:\n"
+    "        - request_headers: {header_name: \":path\", descriptor_key: path}\n"
+    "descriptors:\n  - key: remote_address\n    rate_limit: {unit: minute, requests_per_unit: 3, name: per-ip}\n"
+    "  - key: path\n    value: /admin*\n    rate_limit: {unit: minute, requests_per_unit: 0, name: no-admin}\n",
+    "domain: r\nhttp:\n  rate_limits:\n    - actions:\n"
+    "        - request_headers: {header_name: x-user, descriptor_key: user}\n"
+    "descriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 5, name: per-user}\n",
+    "domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: second\n      requests_per_unit: 1\n      burst: 5\n",
+    "domain: d\ndescriptor:\n  - key: a\n",
+    "domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: fortnight\n      requests_per_unit: 1\n",
+    "domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unlimited: true\n      unit: second\n",
+    "domain: d\ndescriptors:\n  - key: a\n  - key: a\n",
+    "domain: d\ndescriptors:\n  - key: a\n    value: v\n    rate_limit:\n      requests_per_unit: 3\n",
+    "domain: d\ndescriptors:\n  - key: a\n    share_threshold: true\n",
+    "domain: d\n---\ndomain: d\n",
+    "domain: d\ndescriptors:\n  - key: [1]\n",
+    "domain: d\ndescriptors: [\n",
+    "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n",
+    "domain: w\ndescriptors:\n  - key: k\n    value: a*b*c\n    rate_limit: {unit: hour, requests_per_unit: 9}\n"
+    "    descriptors:\n      - key: n\n        value: \"*\"\n        rate_limit: {unit: day, requests_per_unit: 1}\n",
+]
+
+
+def serve_config_seeds():
+    d = os.path.join(ROOT, "serve", "tests", "envoy-ratelimit")
+    for name in sorted(os.listdir(d)):
+        if name.endswith(".yaml"):
+            with open(os.path.join(d, name), "rb") as f:
+                write("serve_config", f.read())
+    for t in SERVE_CONFIGS:
+        write("serve_config", t.encode())
 
 
 if __name__ == "__main__":

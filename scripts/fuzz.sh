@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 : "${FUZZ_SECONDS:=600}"
 : "${SCRIPT_FUZZ_CASES:=100000}"
-: "${FUZZ_TARGETS:=url options_text options_value policy}"
+: "${FUZZ_TARGETS:=url options_text options_value policy serve_config}"
 TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 TOOLS=$TARGET_DIR/tools
 

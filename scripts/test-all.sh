@@ -28,6 +28,12 @@ bash serve/tools/build-go-tools.sh --peer >/dev/null
 echo "== Rust tests"
 cargo test --workspace --locked
 
+# The soak's short version (`make soak` is the long one): 60 s of mixed load with a fault every 4 s
+# (every kind at least once), asserting flat resources and exact windows; writes its plot.
+echo "== soak (60 s)"
+cargo run -q --locked -p rl-cli -- soak --duration 60s --fault-every 4s \
+  --plot "${CARGO_TARGET_DIR:-target}/soak/short.png"
+
 # The server matrix: the core's exactness, semantics, both script conventions, repair, Functions
 # (and their detection: an ACL user refused them decides by EVALSHA), and the Sentinel and Cluster
 # topologies (failovers, slot migration) against each other server; Debian's Redis 7.0 ran them

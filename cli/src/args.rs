@@ -34,6 +34,9 @@ pub enum Command {
     /// rl as a service: Envoy's rate-limit service (gRPC), an HTTP check endpoint for nginx
     /// auth_request / Traefik forwardAuth, a reverse proxy; policies in envoyproxy/ratelimit's YAML
     Serve(rl_serve::ServeArgs),
+    /// Hours of mixed load on thousands of keys with Redis restarts, Sentinel failovers and
+    /// network faults against private servers: flat resources and exact windows, or exit 2
+    Soak(crate::soak::SoakArgs),
     /// One process of `rl bench --scenario hot-key --processes N` (internal)
     #[command(hide = true)]
     BenchWorker(WorkerArgs),

@@ -10,6 +10,7 @@ mod latency;
 mod options;
 mod progress;
 mod redis_admin;
+mod soak;
 mod target;
 mod throughput;
 
@@ -66,6 +67,7 @@ fn main() -> ExitCode {
         Command::Options => options::list(),
         Command::Serve(a) => serve(a),
         Command::BenchWorker(a) => bench::hotkey::worker::run(a),
+        Command::Soak(a) => soak::run(a),
     };
     match outcome {
         Ok(code) => ExitCode::from(code),

@@ -91,8 +91,7 @@ pub fn load(path: &Path, metrics: &Metrics) -> Result<Policies, ConfigError> {
     } else {
         vec![path.to_path_buf()]
     };
-    let mut domains: HashMap<String, Domain> = HashMap::new();
-    let mut http_domain: Option<String> = None;
+    let mut set = Set::default();
     for file in &files {
         let text = std::fs::read_to_string(file).map_err(|e| ConfigError {
             file: file.clone(),
@@ -100,9 +99,31 @@ pub fn load(path: &Path, metrics: &Metrics) -> Result<Policies, ConfigError> {
             column: None,
             reason: format!("cannot read: {e}"),
         })?;
-        for (raw, line) in parse(file, &text)? {
+        set.add(file, &text, metrics)?;
+    }
+    set.finish(path, files)
+}
+
+/// Compiles one file's `text` as if it were read from `file` (the name errors carry): `load`
+/// without the file system, for the fuzz target (`fuzz/fuzz_targets/serve_config.rs`) and tests.
+pub fn load_text(file: &Path, text: &str, metrics: &Metrics) -> Result<Policies, ConfigError> {
+    let mut set = Set::default();
+    set.add(file, text, metrics)?;
+    set.finish(file, vec![file.to_path_buf()])
+}
+
+/// The domains compiled so far, across the files of one load.
+#[derive(Default)]
+struct Set {
+    domains: HashMap<String, Domain>,
+    http_domain: Option<String>,
+}
+
+impl Set {
+    fn add(&mut self, file: &Path, text: &str, metrics: &Metrics) -> Result<(), ConfigError> {
+        for (raw, line) in parse(file, text)? {
             let at = |reason: String| ConfigError {
-                file: file.clone(),
+                file: file.to_path_buf(),
                 line: Some(line),
                 column: None,
                 reason,
@@ -110,30 +131,39 @@ pub fn load(path: &Path, metrics: &Metrics) -> Result<Policies, ConfigError> {
             if raw.domain.is_empty() {
                 return Err(at("the domain is empty".into()));
             }
-            if domains.contains_key(&raw.domain) {
+            if self.domains.contains_key(&raw.domain) {
                 return Err(at(format!("duplicate domain {:?}", raw.domain)));
             }
             if raw.http.is_some() {
-                if let Some(other) = &http_domain {
+                if let Some(other) = &self.http_domain {
                     return Err(at(format!(
                         "domain {:?} has an http: section, and so does {other:?}; the HTTP front ends check one domain",
                         raw.domain
                     )));
                 }
-                http_domain = Some(raw.domain.clone());
+                self.http_domain = Some(raw.domain.clone());
             }
             let d = tree::compile(raw, metrics).map_err(at)?;
-            domains.insert(d.name.clone(), d);
+            self.domains.insert(d.name.clone(), d);
         }
+        Ok(())
     }
-    if domains.is_empty() {
-        return Err(whole("holds no domain".into()));
+
+    fn finish(self, path: &Path, files: Vec<PathBuf>) -> Result<Policies, ConfigError> {
+        if self.domains.is_empty() {
+            return Err(ConfigError {
+                file: path.to_path_buf(),
+                line: None,
+                column: None,
+                reason: "holds no domain".into(),
+            });
+        }
+        Ok(Policies {
+            domains: self.domains,
+            http_domain: self.http_domain,
+            files,
+        })
     }
-    Ok(Policies {
-        domains,
-        http_domain,
-        files,
-    })
 }
 
 /// The documents of one file, each with the line it starts on.
