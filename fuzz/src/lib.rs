@@ -3,11 +3,9 @@
 //!
 //! Compiled twice: by `cargo fuzz` (the binaries in `fuzz_targets/`), and by the stable test
 //! `core/tests/fuzz_corpus.rs`, which replays every seed in `fuzz/corpus/<target>/` through these
-//! same functions and adds a few seconds of random inputs. Depends on nothing but `rl_core`;
-//! the one target that needs `rl_serve` lives in `serve_config.rs` (replayed by `serve/tests`).
-
-mod serve_config;
-pub use serve_config::serve_config;
+//! same functions and adds a few seconds of random inputs. Depends on nothing but `rl_core`, so
+//! the one target that needs `rl_serve` lives apart in `serve_config.rs`, included by path by its
+//! fuzz binary and by `serve/tests/fuzz_corpus.rs` (rl-core's tests cannot link rl-serve).
 
 use rl_core::options::{camel_case, snake_case, spec, Value, OPTIONS};
 use rl_core::{ErrorKind, Options, Policy, MAX_PERMITS, MAX_WINDOW_MS};
