@@ -13,10 +13,21 @@
 //! slowest master's answers, so one slow master cannot be outvoted by fast ones
 //! (`core/tests/net_faults_cluster.rs`). Leaving `local` is decided by the probe task alone
 //! (`redis_path.rs`), never by a caller, so callers in `local` never wait on Redis at all.
+//!
+//! "RTT" is Redis's part of a round trip: what the caller measured less the client's own
+//! scheduling lag over the same span (`lag.rs`: [`crate::lag::WAITS`] times the longest a task
+//! woken on the limiter's runtime waited to run meanwhile). A CPU-saturated client sees round
+//! trips far above `degrade_rtt` from its own run queue alone (measured: the `make hotkey` bench
+//! on 2 cores, Redis answering in microseconds), and going `local` there would trade Redis's exact
+//! decisions for the local budget's bounded ones without helping anyone. Errors and the request
+//! timeout still send the limiter `local` whatever the lag; a slow Redis on a saturated client
+//! still does once its part alone stays above `degrade_rtt`.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use crate::lag::{Lag, WAITS};
 
 /// Thresholds and periods of the state machine (see [`crate::Options`]).
 #[derive(Debug, Clone, Copy)]
@@ -40,6 +51,8 @@ pub(crate) struct Health {
     rtt: Mutex<RttRing>,
     /// When the current state began, and why.
     since: Mutex<(Instant, String)>,
+    /// The client's own scheduling lag, measured while calls are slow.
+    pub lag: Arc<Lag>,
 }
 
 #[derive(Default)]
@@ -92,6 +105,7 @@ impl Health {
                 max_us: 0,
             }),
             since: Mutex::new((now, "start".into())),
+            lag: Arc::new(Lag::new()),
         }
     }
 
@@ -101,7 +115,8 @@ impl Health {
     }
 
     /// A real call completed after `rtt`. A fast one ends any slow spell; a slow one extends it
-    /// and says whether it has now lasted `slow_for` (time to go local).
+    /// and says whether it has now lasted `slow_for` (time to go local). Fast or slow is Redis's
+    /// part of the round trip (see the module's doc).
     pub(crate) fn observe(&self, started: Instant, rtt: Duration) -> bool {
         {
             let mut r = self.rtt.lock().unwrap_or_else(|p| p.into_inner());
@@ -120,8 +135,19 @@ impl Health {
             self.slow_since.store(0, Ordering::Relaxed);
             return false;
         }
-        let since = self.mark_slow(started + self.t.slow_rtt);
+        self.lag.arm();
+        let excused = self.excused(started, started + rtt);
+        if rtt - excused <= self.t.slow_rtt {
+            self.slow_since.store(0, Ordering::Relaxed);
+            return false;
+        }
+        let since = self.mark_slow(started + self.t.slow_rtt + excused);
         started + rtt >= since + self.t.slow_for
+    }
+
+    /// The part of a call from `from` to `to` that the client's own scheduling accounts for.
+    pub(crate) fn excused(&self, from: Instant, to: Instant) -> Duration {
+        (self.lag.during(from, to) * WAITS).min(to.saturating_duration_since(from))
     }
 
     /// Records that calls have been slow since `at` (keeps an earlier start); returns the start.

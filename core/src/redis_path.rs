@@ -622,6 +622,7 @@ impl RedisPath {
         started: Instant,
         deadline: Instant,
     ) -> Outcome<T> {
+        let fut = self.health.lag.timed(fut);
         tokio::pin!(fut);
         let t = self.health.t;
         let mut check_at = if self.fallback {
@@ -639,7 +640,15 @@ impl RedisPath {
             if now >= deadline {
                 return Outcome::Deadline;
             }
-            let since = self.health.mark_slow(started + t.slow_rtt);
+            // Slow so far by Redis's part only: the client's own lag meanwhile is excused.
+            self.health.lag.arm();
+            let excused = self.health.excused(started, now);
+            let redis = now.saturating_duration_since(started) - excused;
+            if redis <= t.slow_rtt {
+                check_at = (now + (t.slow_rtt - redis).max(Duration::from_millis(1))).min(deadline);
+                continue;
+            }
+            let since = self.health.mark_slow(started + t.slow_rtt + excused);
             if now >= since + t.slow_for {
                 return Outcome::Slow;
             }
@@ -726,9 +735,14 @@ impl RedisPath {
             },
         };
         let (weak, wake) = (Arc::downgrade(self), self.wake.clone());
+        let lag = self.health.lag.clone();
         handle.spawn(async move {
             let _restart = Restart(weak.clone());
-            background(weak, wake).await;
+            // The lag probe measures this runtime, the one the connection and callers run on.
+            tokio::select! {
+                _ = background(weak, wake) => {}
+                _ = lag.run() => {}
+            }
         });
     }
 
@@ -859,6 +873,13 @@ impl RedisPath {
             .await?;
         let rtt = started.elapsed();
         self.discovered.store(live, Ordering::Relaxed);
+        // Recovery is judged on Redis's part too: while `local` the probe is kept armed.
+        let rtt = if self.is_local() {
+            self.health.lag.arm();
+            rtt - self.health.excused(started, started + rtt)
+        } else {
+            rtt
+        };
         self.learn_offset(server_ms, rtt);
         Ok(rtt)
     }

@@ -1,0 +1,254 @@
+//! The client's own scheduling lag, so that a saturated client is not mistaken for a slow Redis.
+//!
+//! A round trip as the caller measures it includes the time its runtime took to get round to the
+//! connection's task (to write the request and to read the reply) and then to the caller's task:
+//! on a CPU-bound client (measured: the 2-core `make hotkey` bench) that alone is several times
+//! `degrade_rtt`, with Redis answering in microseconds. A probe task on the limiter's runtime
+//! sleeps one millisecond at a time and records how late each wake-up is: a task woken on that
+//! runtime waits about that long before it runs, and a round trip has [`WAITS`] such waits.
+//! While the probe has not run since it was due, the overdue time counts as lag too (a runtime
+//! whose threads are all busy or blocked cannot run the probe, nor the caller).
+//!
+//! Each Redis call also measures its own last wait: from the moment its reply woke it to the
+//! moment its task ran again ([`Lag::timed`]); a run queue that the probe's wake-ups happen to
+//! skip (tokio runs a task woken by the driver next, ahead of the queue) still shows there.
+//!
+//! The probe runs only on demand: a call slower than `degrade_rtt` arms it, and it stops after
+//! [`KEEP_FOR`] without one, so a healthy limiter pays nothing for it (no timer, no wake-up), and
+//! the decision path only reads it for calls that were slow anyway.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Wake, Waker};
+use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
+
+/// The probe's period: tokio's timer resolution.
+const TICK: Duration = Duration::from_millis(1);
+/// How late a wake-up is on an idle runtime: the timer rounds a deadline up to its next tick.
+const FLOOR: Duration = Duration::from_millis(1);
+/// Scheduling waits in one round trip: the connection task's, to write the request and to read
+/// the reply, and the caller's, to resume with it. Each is about one probe wake-up's lateness.
+pub(crate) const WAITS: u32 = 3;
+/// How long the probe keeps running after the last slow call asked for it.
+const KEEP_FOR: Duration = Duration::from_secs(1);
+/// Wake-ups kept: a few hundred milliseconds of ticks, more than a slow spell needs to be judged.
+const KEPT: usize = 512;
+
+pub(crate) struct Lag {
+    base: Instant,
+    /// A probe task is running on the limiter's runtime (nothing is measured without one).
+    alive: AtomicBool,
+    /// The probe is ticking (armed); else it waits on `wake`.
+    armed: AtomicBool,
+    /// Micros since `base` of the last slow call that wanted the probe.
+    wanted: AtomicU64,
+    wake: Notify,
+    ticks: Mutex<Ticks>,
+}
+
+#[derive(Default)]
+struct Ticks {
+    /// (due, woke) of the last wake-ups, oldest first.
+    done: VecDeque<(Instant, Instant)>,
+    /// When the next wake-up is due, while armed.
+    pending: Option<Instant>,
+}
+
+impl Lag {
+    pub(crate) fn new() -> Self {
+        Lag {
+            base: Instant::now(),
+            alive: AtomicBool::new(false),
+            armed: AtomicBool::new(false),
+            wanted: AtomicU64::new(0),
+            wake: Notify::new(),
+            ticks: Mutex::new(Ticks::default()),
+        }
+    }
+
+    fn ticks(&self) -> std::sync::MutexGuard<'_, Ticks> {
+        self.ticks.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Asks for measurements from now on (a call was slow). No-op without a probe task.
+    pub(crate) fn arm(&self) {
+        if !self.alive.load(Ordering::Acquire) {
+            return;
+        }
+        let now = Instant::now();
+        let us = now.saturating_duration_since(self.base).as_micros() as u64;
+        self.wanted.store(us, Ordering::Relaxed);
+        if self.armed.load(Ordering::Relaxed) || self.armed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        // Due now: the first wake-up's lateness is how long a woken task waits to run.
+        self.ticks().pending.get_or_insert(now);
+        self.wake.notify_one();
+    }
+
+    /// Runs `fut` and records how long its task took to run again after the last wake-up that
+    /// completed it, if that was long enough to count. One allocation per call, no system call.
+    pub(crate) async fn timed<T>(&self, fut: impl Future<Output = T>) -> T {
+        let stamp = Arc::new(Stamp::default());
+        let waker = Waker::from(stamp.clone());
+        let mut fut = pin!(fut);
+        std::future::poll_fn(|cx| {
+            let polled = Instant::now();
+            let woken = stamp.poll_with(cx.waker());
+            let out = fut.as_mut().poll(&mut Context::from_waker(&waker));
+            if out.is_ready() {
+                if let Some(woken) = woken.filter(|w| polled.duration_since(*w) > FLOOR) {
+                    self.push(woken, polled);
+                }
+            }
+            out
+        })
+        .await
+    }
+
+    fn push(&self, from: Instant, to: Instant) {
+        let mut t = self.ticks();
+        if t.done.len() == KEPT {
+            t.done.pop_front();
+        }
+        t.done.push_back((from, to));
+    }
+
+    /// How much of `from..to` a task woken on this runtime spent waiting to run: the longest
+    /// overlap of one late wake-up (or of the one overdue now) with that span, less the timer's
+    /// own rounding. Zero when nothing was measured.
+    pub(crate) fn during(&self, from: Instant, to: Instant) -> Duration {
+        let overlap = |due: Instant, woke: Instant| {
+            woke.min(to)
+                .saturating_duration_since(due.max(from))
+                .saturating_sub(FLOOR)
+        };
+        let t = self.ticks();
+        let done = t
+            .done
+            .iter()
+            .rev()
+            .take_while(|(_, woke)| *woke + TICK > from)
+            .map(|&(due, woke)| overlap(due, woke))
+            .max()
+            .unwrap_or_default();
+        let overdue = t.pending.map_or(Duration::ZERO, |due| overlap(due, to));
+        done.max(overdue)
+    }
+
+    /// The probe: runs for as long as its limiter lives (the caller selects it against the
+    /// limiter's background task), ticking while armed.
+    pub(crate) async fn run(&self) {
+        let _alive = Alive(self);
+        self.alive.store(true, Ordering::Release);
+        loop {
+            if !self.armed.load(Ordering::Acquire) {
+                self.wake.notified().await;
+            }
+            let Some(due) = self.ticks().pending else {
+                // Armed, but a disarm raced with it: due now.
+                self.ticks().pending = Some(Instant::now());
+                continue;
+            };
+            tokio::time::sleep_until(tokio::time::Instant::from_std(due)).await;
+            let woke = Instant::now();
+            let wanted = self.base + Duration::from_micros(self.wanted.load(Ordering::Relaxed));
+            self.push(due, woke);
+            let mut t = self.ticks();
+            if woke.saturating_duration_since(wanted) > KEEP_FOR {
+                t.pending = None;
+                self.armed.store(false, Ordering::Release);
+            } else {
+                t.pending = Some(woke + TICK);
+            }
+        }
+    }
+}
+
+/// A call's waker: notes when the reply woke it, then wakes the caller's task.
+#[derive(Default)]
+struct Stamp(Mutex<(Option<Instant>, Option<Waker>)>);
+
+impl Stamp {
+    /// Keeps the caller's current waker; returns (and clears) when the call was last woken.
+    fn poll_with(&self, caller: &Waker) -> Option<Instant> {
+        let mut s = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if !s.1.as_ref().is_some_and(|w| w.will_wake(caller)) {
+            s.1 = Some(caller.clone());
+        }
+        s.0.take()
+    }
+}
+
+impl Wake for Stamp {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        let mut s = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        s.0 = Some(Instant::now());
+        if let Some(w) = &s.1 {
+            w.wake_by_ref();
+        }
+    }
+}
+
+/// Marks the probe gone when its task ends (the runtime shut down): without measurements, a slow
+/// call is judged on its round trip alone.
+struct Alive<'a>(&'a Lag);
+
+impl Drop for Alive<'_> {
+    fn drop(&mut self) {
+        self.0.alive.store(false, Ordering::Release);
+        self.0.armed.store(false, Ordering::Release);
+        self.0.ticks().pending = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_a_probe_nothing_is_excused() {
+        let lag = Lag::new();
+        lag.arm();
+        let t0 = Instant::now();
+        assert_eq!(lag.during(t0, t0 + Duration::from_secs(1)), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_late_wake_up_counts_where_it_overlaps_the_call() {
+        let lag = Lag::new();
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        lag.ticks().done.extend([
+            (t0, t0 + ms(1)),
+            (t0 + ms(2), t0 + ms(12)),
+            (t0 + ms(13), t0 + ms(14)),
+        ]);
+        assert_eq!(
+            lag.during(t0, t0 + ms(20)),
+            ms(9),
+            "10 ms late, less the floor"
+        );
+        assert_eq!(
+            lag.during(t0 + ms(8), t0 + ms(20)),
+            ms(3),
+            "4 ms of it inside the call"
+        );
+        assert_eq!(lag.during(t0 + ms(15), t0 + ms(20)), Duration::ZERO);
+        lag.ticks().pending = Some(t0 + ms(15));
+        assert_eq!(
+            lag.during(t0 + ms(10), t0 + ms(25)),
+            ms(9),
+            "overdue for 10 ms"
+        );
+    }
+}
