@@ -4,8 +4,9 @@
 //! connection's task (to write the request and to read the reply) and then to the caller's task:
 //! on a CPU-bound client (measured: the 2-core `make hotkey` bench) that alone is several times
 //! `degrade_rtt`, with Redis answering in microseconds. A probe task on the limiter's runtime
-//! sleeps one millisecond at a time and records how late each wake-up is: a task woken on that
-//! runtime waits about that long before it runs, and a round trip has [`WAITS`] such waits.
+//! sleeps one millisecond at a time, then goes to the back of the run queue, and records how late
+//! it runs again: a task woken on that runtime waits about that long before it runs, and a round
+//! trip has up to [`WAITS`] such waits.
 //! While the probe has not run since it was due, the overdue time counts as lag too (a runtime
 //! whose threads are all busy or blocked cannot run the probe, nor the caller).
 //!
@@ -156,6 +157,9 @@ impl Lag {
                 continue;
             };
             tokio::time::sleep_until(tokio::time::Instant::from_std(due)).await;
+            // A task the timer wakes may run at once, ahead of the queue; one that wakes itself
+            // goes to the back of it, where a woken caller or connection task can find itself.
+            Requeue(false).await;
             let woke = Instant::now();
             let wanted = self.base + Duration::from_micros(self.wanted.load(Ordering::Relaxed));
             self.push(due, woke);
@@ -167,6 +171,23 @@ impl Lag {
                 t.pending = Some(woke + TICK);
             }
         }
+    }
+}
+
+/// Pending once, waking itself: tokio puts a task that woke itself while running at the back of
+/// its worker's run queue, so the next poll comes after every task queued before it.
+struct Requeue(bool);
+
+impl Future for Requeue {
+    type Output = ();
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> std::task::Poll<()> {
+        if self.0 {
+            return std::task::Poll::Ready(());
+        }
+        self.0 = true;
+        cx.waker().wake_by_ref();
+        std::task::Poll::Pending
     }
 }
 
