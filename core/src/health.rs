@@ -117,7 +117,8 @@ impl Health {
     /// A real call completed after `rtt`. A fast one ends any slow spell; a slow one extends it
     /// and says whether it has now lasted `slow_for` (time to go local). Fast or slow is Redis's
     /// part of the round trip (see the module's doc).
-    pub(crate) fn observe(&self, started: Instant, rtt: Duration) -> bool {
+    /// `waited`: how long the call's own task took to run once its reply had woken it.
+    pub(crate) fn observe(&self, started: Instant, rtt: Duration, waited: Duration) -> bool {
         {
             let mut r = self.rtt.lock().unwrap_or_else(|p| p.into_inner());
             let us = rtt.as_micros().min(u32::MAX as u128) as u32;
@@ -136,7 +137,7 @@ impl Health {
             return false;
         }
         self.lag.arm();
-        let excused = self.excused(started, started + rtt);
+        let excused = self.excused(started, started + rtt, waited);
         if rtt - excused <= self.t.slow_rtt {
             self.slow_since.store(0, Ordering::Relaxed);
             return false;
@@ -145,9 +146,10 @@ impl Health {
         started + rtt >= since + self.t.slow_for
     }
 
-    /// The part of a call from `from` to `to` that the client's own scheduling accounts for.
-    pub(crate) fn excused(&self, from: Instant, to: Instant) -> Duration {
-        (self.lag.during(from, to) * WAITS).min(to.saturating_duration_since(from))
+    /// The part of a call from `from` to `to` that the client's own scheduling accounts for;
+    /// `waited`: the call's own measured wait, if known.
+    pub(crate) fn excused(&self, from: Instant, to: Instant, waited: Duration) -> Duration {
+        (self.lag.during(from, to).max(waited) * WAITS).min(to.saturating_duration_since(from))
     }
 
     /// Records that calls have been slow since `at` (keeps an earlier start); returns the start.
@@ -375,7 +377,7 @@ mod tests {
         let h = health();
         let t0 = Instant::now();
         assert!(
-            !h.observe(t0, Duration::from_millis(20)),
+            !h.observe(t0, Duration::from_millis(20), Duration::ZERO),
             "one slow call is not a slow period"
         );
         let since = h.slow_since().expect("slow").duration_since(t0);
@@ -383,9 +385,17 @@ mod tests {
             since.abs_diff(Duration::from_millis(5)) < Duration::from_micros(2),
             "{since:?}"
         );
-        assert!(!h.observe(t0 + Duration::from_millis(50), Duration::from_millis(20)));
+        assert!(!h.observe(
+            t0 + Duration::from_millis(50),
+            Duration::from_millis(20),
+            Duration::ZERO
+        ));
         assert!(
-            h.observe(t0 + Duration::from_millis(90), Duration::from_millis(20)),
+            h.observe(
+                t0 + Duration::from_millis(90),
+                Duration::from_millis(20),
+                Duration::ZERO
+            ),
             "slow from 5 ms to 110 ms"
         );
     }
@@ -394,11 +404,19 @@ mod tests {
     fn a_fast_call_ends_the_slow_spell() {
         let h = health();
         let t0 = Instant::now();
-        h.observe(t0, Duration::from_millis(20));
-        assert!(!h.observe(t0 + Duration::from_millis(30), Duration::from_millis(1)));
+        h.observe(t0, Duration::from_millis(20), Duration::ZERO);
+        assert!(!h.observe(
+            t0 + Duration::from_millis(30),
+            Duration::from_millis(1),
+            Duration::ZERO
+        ));
         assert_eq!(h.slow_since(), None);
         assert!(
-            !h.observe(t0 + Duration::from_millis(90), Duration::from_millis(20)),
+            !h.observe(
+                t0 + Duration::from_millis(90),
+                Duration::from_millis(20),
+                Duration::ZERO
+            ),
             "the spell restarted at 95 ms"
         );
     }

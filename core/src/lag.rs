@@ -11,8 +11,7 @@
 //! whose threads are all busy or blocked cannot run the probe, nor the caller).
 //!
 //! Each Redis call also measures its own last wait: from the moment its reply woke it to the
-//! moment its task ran again ([`Lag::timed`]); a run queue that the probe's wake-ups happen to
-//! skip (tokio runs a task woken by the driver next, ahead of the queue) still shows there.
+//! moment its task ran again ([`Lag::timed`]), which the caller adds to the probe's figure.
 //!
 //! The probe runs only on demand: a call slower than `degrade_rtt` arms it, and it stops after
 //! [`KEEP_FOR`] without one, so a healthy limiter pays nothing for it (no timer, no wake-up), and
@@ -92,22 +91,22 @@ impl Lag {
         self.wake.notify_one();
     }
 
-    /// Runs `fut` and records how long its task took to run again after the last wake-up that
-    /// completed it, if that was long enough to count. One allocation per call, no system call.
-    pub(crate) async fn timed<T>(&self, fut: impl Future<Output = T>) -> T {
+    /// Runs `fut`; also returns how long its task took to run again after the last wake-up that
+    /// completed it, less the floor. One allocation per call, no system call, no lock shared with
+    /// other calls.
+    pub(crate) async fn timed<T>(fut: impl Future<Output = T>) -> (T, Duration) {
         let stamp = Arc::new(Stamp::default());
         let waker = Waker::from(stamp.clone());
         let mut fut = pin!(fut);
         std::future::poll_fn(|cx| {
             let polled = Instant::now();
             let woken = stamp.poll_with(cx.waker());
-            let out = fut.as_mut().poll(&mut Context::from_waker(&waker));
-            if out.is_ready() {
-                if let Some(woken) = woken.filter(|w| polled.duration_since(*w) > FLOOR) {
-                    self.push(woken, polled);
-                }
-            }
-            out
+            fut.as_mut()
+                .poll(&mut Context::from_waker(&waker))
+                .map(|out| {
+                    let waited = woken.map_or(Duration::ZERO, |w| polled.duration_since(w));
+                    (out, waited.saturating_sub(FLOOR))
+                })
         })
         .await
     }

@@ -120,7 +120,8 @@ impl std::fmt::Debug for RedisPath {
 }
 
 enum Outcome<T = Verdict> {
-    Done(Result<T>),
+    /// The call's result, and how long its task waited to run once the reply had woken it.
+    Done(Result<T>, Duration),
     Slow,
     Deadline,
 }
@@ -292,9 +293,9 @@ impl RedisPath {
                 .watch(self.backend.decide(ticket), started, deadline)
                 .await
             {
-                Outcome::Done(Ok(v)) => {
+                Outcome::Done(Ok(v), waited) => {
                     let rtt = started.elapsed();
-                    let slow_too_long = self.health.observe(started, rtt);
+                    let slow_too_long = self.health.observe(started, rtt, waited);
                     self.learn_offset(v.now_ms, rtt);
                     if self.fallback {
                         let admitted = if req.consume && v.allowed {
@@ -328,7 +329,7 @@ impl RedisPath {
                     }
                     return Ok((v, Mode::Normal, req.limit));
                 }
-                Outcome::Done(Err(e)) if e.kind() == ErrorKind::BackendUnavailable => {
+                Outcome::Done(Err(e), _) if e.kind() == ErrorKind::BackendUnavailable => {
                     self.health.counters.errors.fetch_add(1, Ordering::Relaxed);
                     if !retried && Instant::now() + self.retry_delay < deadline {
                         retried = true;
@@ -338,7 +339,7 @@ impl RedisPath {
                     }
                     return self.fall_back(req, redis_key, e, "Redis errors after the retry");
                 }
-                Outcome::Done(Err(e)) => return Err(e),
+                Outcome::Done(Err(e), _) => return Err(e),
                 Outcome::Slow => {
                     let e = Error::BackendUnavailable(
                         "Redis round trips stayed above degrade_rtt for degrade_after".into(),
@@ -396,9 +397,9 @@ impl RedisPath {
             let started = Instant::now();
             let call = self.backend.decide_all(redis_keys, plan);
             let (e, reason) = match self.watch(call, started, deadline).await {
-                Outcome::Done(Ok(verdicts)) => {
+                Outcome::Done(Ok(verdicts), waited) => {
                     let rtt = started.elapsed();
-                    let slow_too_long = self.health.observe(started, rtt);
+                    let slow_too_long = self.health.observe(started, rtt, waited);
                     if let Some(v) = verdicts.first() {
                         self.learn_offset(v.now_ms, rtt);
                     }
@@ -446,7 +447,7 @@ impl RedisPath {
                     }
                     return Ok((verdicts, Mode::Normal, caps()));
                 }
-                Outcome::Done(Err(e)) if e.kind() == ErrorKind::BackendUnavailable => {
+                Outcome::Done(Err(e), _) if e.kind() == ErrorKind::BackendUnavailable => {
                     self.health.counters.errors.fetch_add(1, Ordering::Relaxed);
                     if !retried && Instant::now() + self.retry_delay < deadline {
                         retried = true;
@@ -456,7 +457,7 @@ impl RedisPath {
                     }
                     (e, "Redis errors after the retry")
                 }
-                Outcome::Done(Err(e)) => return Err(e),
+                Outcome::Done(Err(e), _) => return Err(e),
                 Outcome::Slow => (
                     Error::BackendUnavailable(
                         "Redis round trips stayed above degrade_rtt for degrade_after".into(),
@@ -622,7 +623,7 @@ impl RedisPath {
         started: Instant,
         deadline: Instant,
     ) -> Outcome<T> {
-        let fut = self.health.lag.timed(fut);
+        let fut = crate::lag::Lag::timed(fut);
         tokio::pin!(fut);
         let t = self.health.t;
         let mut check_at = if self.fallback {
@@ -633,7 +634,7 @@ impl RedisPath {
         loop {
             tokio::select! {
                 biased;
-                r = &mut fut => return Outcome::Done(r),
+                (r, waited) = &mut fut => return Outcome::Done(r, waited),
                 _ = tokio::time::sleep_until(tokio::time::Instant::from_std(check_at)) => {}
             }
             let now = Instant::now();
@@ -642,7 +643,7 @@ impl RedisPath {
             }
             // Slow so far by Redis's part only: the client's own lag meanwhile is excused.
             self.health.lag.arm();
-            let excused = self.health.excused(started, now);
+            let excused = self.health.excused(started, now, Duration::ZERO);
             let redis = now.saturating_duration_since(started) - excused;
             if redis <= t.slow_rtt {
                 check_at = (now + (t.slow_rtt - redis).max(Duration::from_millis(1))).min(deadline);
@@ -876,7 +877,7 @@ impl RedisPath {
         // Recovery is judged on Redis's part too: while `local` the probe is kept armed.
         let rtt = if self.is_local() {
             self.health.lag.arm();
-            rtt - self.health.excused(started, started + rtt)
+            rtt - self.health.excused(started, started + rtt, Duration::ZERO)
         } else {
             rtt
         };
