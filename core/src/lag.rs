@@ -17,10 +17,9 @@
 //! [`KEEP_FOR`] without one, so a healthy limiter pays nothing for it (no timer, no wake-up), and
 //! the decision path only reads it for calls that were slow anyway.
 
-use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Wake, Waker};
 use std::time::{Duration, Instant};
@@ -37,8 +36,11 @@ pub(crate) const WAITS: u32 = 3;
 /// How long the probe keeps running after the last slow call asked for it.
 const KEEP_FOR: Duration = Duration::from_secs(1);
 /// Wake-ups kept: a few hundred milliseconds of ticks, more than a slow spell needs to be judged.
-const KEPT: usize = 512;
+const KEPT: usize = 256;
 
+/// Written by the probe alone, read by slow calls without a lock: times are micros since `base`
+/// plus one (0: none). A reader lapped by the writer (a call longer than `KEPT` ticks) may read a
+/// torn pair; the worst it does is excuse that one call by one tick's lag.
 pub(crate) struct Lag {
     base: Instant,
     /// A probe task is running on the limiter's runtime (nothing is measured without one).
@@ -48,15 +50,11 @@ pub(crate) struct Lag {
     /// Micros since `base` of the last slow call that wanted the probe.
     wanted: AtomicU64,
     wake: Notify,
-    ticks: Mutex<Ticks>,
-}
-
-#[derive(Default)]
-struct Ticks {
-    /// (due, woke) of the last wake-ups, oldest first.
-    done: VecDeque<(Instant, Instant)>,
+    /// (due, woke) of the last wake-ups, `KEPT` pairs in a ring; `next` is the next pair's index.
+    done: Box<[AtomicU64]>,
+    next: AtomicUsize,
     /// When the next wake-up is due, while armed.
-    pending: Option<Instant>,
+    pending: AtomicU64,
 }
 
 impl Lag {
@@ -67,12 +65,18 @@ impl Lag {
             armed: AtomicBool::new(false),
             wanted: AtomicU64::new(0),
             wake: Notify::new(),
-            ticks: Mutex::new(Ticks::default()),
+            done: (0..2 * KEPT).map(|_| AtomicU64::new(0)).collect(),
+            next: AtomicUsize::new(0),
+            pending: AtomicU64::new(0),
         }
     }
 
-    fn ticks(&self) -> std::sync::MutexGuard<'_, Ticks> {
-        self.ticks.lock().unwrap_or_else(|p| p.into_inner())
+    fn us(&self, t: Instant) -> u64 {
+        t.saturating_duration_since(self.base).as_micros() as u64 + 1
+    }
+
+    fn at(&self, us: u64) -> Option<Instant> {
+        (us > 0).then(|| self.base + Duration::from_micros(us - 1))
     }
 
     /// Asks for measurements from now on (a call was slow). No-op without a probe task.
@@ -80,14 +84,18 @@ impl Lag {
         if !self.alive.load(Ordering::Acquire) {
             return;
         }
-        let now = Instant::now();
-        let us = now.saturating_duration_since(self.base).as_micros() as u64;
-        self.wanted.store(us, Ordering::Relaxed);
+        let us = self.us(Instant::now());
+        // One store a millisecond at most: every slow call passes here.
+        if us > self.wanted.load(Ordering::Relaxed) + 1000 {
+            self.wanted.store(us, Ordering::Relaxed);
+        }
         if self.armed.load(Ordering::Relaxed) || self.armed.swap(true, Ordering::AcqRel) {
             return;
         }
         // Due now: the first wake-up's lateness is how long a woken task waits to run.
-        self.ticks().pending.get_or_insert(now);
+        let _ = self
+            .pending
+            .compare_exchange(0, us, Ordering::AcqRel, Ordering::Relaxed);
         self.wake.notify_one();
     }
 
@@ -112,11 +120,10 @@ impl Lag {
     }
 
     fn push(&self, from: Instant, to: Instant) {
-        let mut t = self.ticks();
-        if t.done.len() == KEPT {
-            t.done.pop_front();
-        }
-        t.done.push_back((from, to));
+        let i = self.next.load(Ordering::Relaxed) % KEPT;
+        self.done[2 * i].store(self.us(from), Ordering::Relaxed);
+        self.done[2 * i + 1].store(self.us(to), Ordering::Relaxed);
+        self.next.store(i + 1, Ordering::Release);
     }
 
     /// How much of `from..to` a task woken on this runtime spent waiting to run: the longest
@@ -128,17 +135,24 @@ impl Lag {
                 .saturating_duration_since(due.max(from))
                 .saturating_sub(FLOOR)
         };
-        let t = self.ticks();
-        let done = t
-            .done
-            .iter()
-            .rev()
-            .take_while(|(_, woke)| *woke + TICK > from)
-            .map(|&(due, woke)| overlap(due, woke))
-            .max()
-            .unwrap_or_default();
-        let overdue = t.pending.map_or(Duration::ZERO, |due| overlap(due, to));
-        done.max(overdue)
+        let next = self.next.load(Ordering::Acquire);
+        let mut most = Duration::ZERO;
+        for k in 1..=KEPT {
+            let i = (next + KEPT - k) % KEPT;
+            let (due, woke) = (
+                self.done[2 * i].load(Ordering::Relaxed),
+                self.done[2 * i + 1].load(Ordering::Relaxed),
+            );
+            let (Some(due), Some(woke)) = (self.at(due), self.at(woke)) else {
+                break;
+            };
+            if woke + TICK <= from {
+                break;
+            }
+            most = most.max(overlap(due, woke));
+        }
+        let pending = self.at(self.pending.load(Ordering::Acquire));
+        most.max(pending.map_or(Duration::ZERO, |due| overlap(due, to)))
     }
 
     /// The probe: runs for as long as its limiter lives (the caller selects it against the
@@ -149,10 +163,14 @@ impl Lag {
         loop {
             if !self.armed.load(Ordering::Acquire) {
                 self.wake.notified().await;
+                continue;
             }
-            let Some(due) = self.ticks().pending else {
+            let Some(due) = self.at(self.pending.load(Ordering::Acquire)) else {
                 // Armed, but a disarm raced with it: due now.
-                self.ticks().pending = Some(Instant::now());
+                let now = self.us(Instant::now());
+                let _ = self
+                    .pending
+                    .compare_exchange(0, now, Ordering::AcqRel, Ordering::Relaxed);
                 continue;
             };
             tokio::time::sleep_until(tokio::time::Instant::from_std(due)).await;
@@ -160,14 +178,13 @@ impl Lag {
             // goes to the back of it, where a woken caller or connection task can find itself.
             Requeue(false).await;
             let woke = Instant::now();
-            let wanted = self.base + Duration::from_micros(self.wanted.load(Ordering::Relaxed));
             self.push(due, woke);
-            let mut t = self.ticks();
-            if woke.saturating_duration_since(wanted) > KEEP_FOR {
-                t.pending = None;
+            let wanted = self.at(self.wanted.load(Ordering::Relaxed));
+            if wanted.is_none_or(|w| woke.saturating_duration_since(w) > KEEP_FOR) {
+                self.pending.store(0, Ordering::Release);
                 self.armed.store(false, Ordering::Release);
             } else {
-                t.pending = Some(woke + TICK);
+                self.pending.store(self.us(woke + TICK), Ordering::Release);
             }
         }
     }
@@ -227,7 +244,7 @@ impl Drop for Alive<'_> {
     fn drop(&mut self) {
         self.0.alive.store(false, Ordering::Release);
         self.0.armed.store(false, Ordering::Release);
-        self.0.ticks().pending = None;
+        self.0.pending.store(0, Ordering::Release);
     }
 }
 
@@ -248,11 +265,13 @@ mod tests {
         let lag = Lag::new();
         let t0 = Instant::now();
         let ms = Duration::from_millis;
-        lag.ticks().done.extend([
+        for (due, woke) in [
             (t0, t0 + ms(1)),
             (t0 + ms(2), t0 + ms(12)),
             (t0 + ms(13), t0 + ms(14)),
-        ]);
+        ] {
+            lag.push(due, woke);
+        }
         assert_eq!(
             lag.during(t0, t0 + ms(20)),
             ms(9),
@@ -264,7 +283,7 @@ mod tests {
             "4 ms of it inside the call"
         );
         assert_eq!(lag.during(t0 + ms(15), t0 + ms(20)), Duration::ZERO);
-        lag.ticks().pending = Some(t0 + ms(15));
+        lag.pending.store(lag.us(t0 + ms(15)), Ordering::Relaxed);
         assert_eq!(
             lag.during(t0 + ms(10), t0 + ms(25)),
             ms(9),
