@@ -11,7 +11,8 @@
 //! whose threads are all busy or blocked cannot run the probe, nor the caller).
 //!
 //! Each Redis call also measures its own last wait: from the moment its reply woke it to the
-//! moment its task ran again ([`Lag::timed`]), which the caller adds to the probe's figure.
+//! moment its task ran again ([`Lag::timed`]); it judges that call, and the longest of the last
+//! couple of milliseconds is kept for the calls still waiting for their replies.
 //!
 //! The probe runs only on demand: a call slower than `degrade_rtt` arms it, and it stops after
 //! [`KEEP_FOR`] without one, so a healthy limiter pays nothing for it (no timer, no wake-up), and
@@ -55,7 +56,14 @@ pub(crate) struct Lag {
     next: AtomicUsize,
     /// When the next wake-up is due, while armed.
     pending: AtomicU64,
+    /// The longest recent wait of a call's own task ([`Lag::timed`]): the millisecond it ended
+    /// (since `base`) in the high 40 bits, its micros in the low 24. Kept so that a call still
+    /// waiting for its reply is judged with what the calls that just ended measured.
+    recent: AtomicU64,
 }
+
+const WAIT_BITS: u32 = 24;
+const WAIT_MASK: u64 = (1 << WAIT_BITS) - 1;
 
 impl Lag {
     pub(crate) fn new() -> Self {
@@ -68,6 +76,7 @@ impl Lag {
             done: (0..2 * KEPT).map(|_| AtomicU64::new(0)).collect(),
             next: AtomicUsize::new(0),
             pending: AtomicU64::new(0),
+            recent: AtomicU64::new(0),
         }
     }
 
@@ -102,7 +111,7 @@ impl Lag {
     /// Runs `fut`; also returns how long its task took to run again after the last wake-up that
     /// completed it, less the floor. One allocation per call, no system call, no lock shared with
     /// other calls.
-    pub(crate) async fn timed<T>(fut: impl Future<Output = T>) -> (T, Duration) {
+    pub(crate) async fn timed<T>(&self, fut: impl Future<Output = T>) -> (T, Duration) {
         let stamp = Arc::new(Stamp::default());
         let waker = Waker::from(stamp.clone());
         let mut fut = pin!(fut);
@@ -113,10 +122,25 @@ impl Lag {
                 .poll(&mut Context::from_waker(&waker))
                 .map(|out| {
                     let waited = woken.map_or(Duration::ZERO, |w| polled.duration_since(w));
-                    (out, waited.saturating_sub(FLOOR))
+                    let waited = waited.saturating_sub(FLOOR);
+                    if !waited.is_zero() {
+                        self.note(polled, waited);
+                    }
+                    (out, waited)
                 })
         })
         .await
+    }
+
+    /// Keeps a call's own wait (less the floor) that ended at `end`, if it is the longest of
+    /// the last couple of milliseconds. Two atomic operations, no lock.
+    fn note(&self, end: Instant, waited: Duration) {
+        let ms = end.saturating_duration_since(self.base).as_millis() as u64;
+        let us = (waited.as_micros() as u64).min(WAIT_MASK);
+        let cur = self.recent.load(Ordering::Relaxed);
+        if (cur >> WAIT_BITS) + 2 < ms || cur & WAIT_MASK < us {
+            self.recent.store(ms << WAIT_BITS | us, Ordering::Relaxed);
+        }
     }
 
     fn push(&self, from: Instant, to: Instant) {
@@ -152,7 +176,15 @@ impl Lag {
             most = most.max(overlap(due, woke));
         }
         let pending = self.at(self.pending.load(Ordering::Acquire));
-        most.max(pending.map_or(Duration::ZERO, |due| overlap(due, to)))
+        let most = most.max(pending.map_or(Duration::ZERO, |due| overlap(due, to)));
+        // A call's own wait, already less the floor: the floor added back for `overlap`.
+        let recent = self.recent.load(Ordering::Relaxed);
+        if recent == 0 {
+            return most;
+        }
+        let end = self.base + Duration::from_millis((recent >> WAIT_BITS) + 1);
+        let waited = Duration::from_micros(recent & WAIT_MASK) + FLOOR;
+        most.max(overlap(end.checked_sub(waited).unwrap_or(self.base), end))
     }
 
     /// The probe: runs for as long as its limiter lives (the caller selects it against the

@@ -623,7 +623,7 @@ impl RedisPath {
         started: Instant,
         deadline: Instant,
     ) -> Outcome<T> {
-        let fut = crate::lag::Lag::timed(fut);
+        let fut = self.health.lag.timed(fut);
         tokio::pin!(fut);
         let t = self.health.t;
         let mut check_at = if self.fallback {
