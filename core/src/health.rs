@@ -137,7 +137,11 @@ impl Health {
             return false;
         }
         self.lag.arm();
-        let excused = self.excused(started, started + rtt, waited);
+        // The call's own wait alone often accounts for it: then no need to read the probe's.
+        let excused = match (waited * WAITS).min(rtt) {
+            own if rtt - own <= self.t.slow_rtt => own,
+            _ => self.excused(started, started + rtt, waited),
+        };
         if rtt - excused <= self.t.slow_rtt {
             self.slow_since.store(0, Ordering::Relaxed);
             return false;

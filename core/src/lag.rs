@@ -116,11 +116,13 @@ impl Lag {
         let waker = Waker::from(stamp.clone());
         let mut fut = pin!(fut);
         std::future::poll_fn(|cx| {
-            let polled = Instant::now();
             let woken = stamp.poll_with(cx.waker());
             fut.as_mut()
                 .poll(&mut Context::from_waker(&waker))
                 .map(|out| {
+                    // The clock is read once per call, after the reply was taken (its parse is
+                    // counted as waiting: microseconds).
+                    let polled = Instant::now();
                     let waited = woken.map_or(Duration::ZERO, |w| polled.duration_since(w));
                     let waited = waited.saturating_sub(FLOOR);
                     if !waited.is_zero() {
