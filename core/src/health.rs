@@ -13,10 +13,21 @@
 //! slowest master's answers, so one slow master cannot be outvoted by fast ones
 //! (`core/tests/net_faults_cluster.rs`). Leaving `local` is decided by the probe task alone
 //! (`redis_path.rs`), never by a caller, so callers in `local` never wait on Redis at all.
+//!
+//! "RTT" is Redis's part of a round trip: what the caller measured less the client's own
+//! scheduling lag over the same span (`lag.rs`: [`crate::lag::WAITS`] times the longest a task
+//! woken on the limiter's runtime waited to run meanwhile). A CPU-saturated client sees round
+//! trips far above `degrade_rtt` from its own run queue alone (measured: the `make hotkey` bench
+//! on 2 cores, Redis answering in microseconds), and going `local` there would trade Redis's exact
+//! decisions for the local budget's bounded ones without helping anyone. Errors and the request
+//! timeout still send the limiter `local` whatever the lag; a slow Redis on a saturated client
+//! still does once its part alone stays above `degrade_rtt`.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use crate::lag::{Lag, WAITS};
 
 /// Thresholds and periods of the state machine (see [`crate::Options`]).
 #[derive(Debug, Clone, Copy)]
@@ -40,6 +51,8 @@ pub(crate) struct Health {
     rtt: Mutex<RttRing>,
     /// When the current state began, and why.
     since: Mutex<(Instant, String)>,
+    /// The client's own scheduling lag, measured while calls are slow.
+    pub lag: Arc<Lag>,
 }
 
 #[derive(Default)]
@@ -92,6 +105,7 @@ impl Health {
                 max_us: 0,
             }),
             since: Mutex::new((now, "start".into())),
+            lag: Arc::new(Lag::new()),
         }
     }
 
@@ -101,8 +115,10 @@ impl Health {
     }
 
     /// A real call completed after `rtt`. A fast one ends any slow spell; a slow one extends it
-    /// and says whether it has now lasted `slow_for` (time to go local).
-    pub(crate) fn observe(&self, started: Instant, rtt: Duration) -> bool {
+    /// and says whether it has now lasted `slow_for` (time to go local). Fast or slow is Redis's
+    /// part of the round trip (see the module's doc).
+    /// `waited`: how long the call's own task took to run once its reply had woken it.
+    pub(crate) fn observe(&self, started: Instant, rtt: Duration, waited: Duration) -> bool {
         {
             let mut r = self.rtt.lock().unwrap_or_else(|p| p.into_inner());
             let us = rtt.as_micros().min(u32::MAX as u128) as u32;
@@ -120,8 +136,24 @@ impl Health {
             self.slow_since.store(0, Ordering::Relaxed);
             return false;
         }
-        let since = self.mark_slow(started + self.t.slow_rtt);
+        self.lag.arm();
+        // The call's own wait alone often accounts for it: then no need to read the probe's.
+        let excused = match (waited * WAITS).min(rtt) {
+            own if rtt - own <= self.t.slow_rtt => own,
+            _ => self.excused(started, started + rtt, waited),
+        };
+        if rtt - excused <= self.t.slow_rtt {
+            self.slow_since.store(0, Ordering::Relaxed);
+            return false;
+        }
+        let since = self.mark_slow(started + self.t.slow_rtt + excused);
         started + rtt >= since + self.t.slow_for
+    }
+
+    /// The part of a call from `from` to `to` that the client's own scheduling accounts for;
+    /// `waited`: the call's own measured wait, if known.
+    pub(crate) fn excused(&self, from: Instant, to: Instant, waited: Duration) -> Duration {
+        (self.lag.during(from, to).max(waited) * WAITS).min(to.saturating_duration_since(from))
     }
 
     /// Records that calls have been slow since `at` (keeps an earlier start); returns the start.
@@ -349,7 +381,7 @@ mod tests {
         let h = health();
         let t0 = Instant::now();
         assert!(
-            !h.observe(t0, Duration::from_millis(20)),
+            !h.observe(t0, Duration::from_millis(20), Duration::ZERO),
             "one slow call is not a slow period"
         );
         let since = h.slow_since().expect("slow").duration_since(t0);
@@ -357,9 +389,17 @@ mod tests {
             since.abs_diff(Duration::from_millis(5)) < Duration::from_micros(2),
             "{since:?}"
         );
-        assert!(!h.observe(t0 + Duration::from_millis(50), Duration::from_millis(20)));
+        assert!(!h.observe(
+            t0 + Duration::from_millis(50),
+            Duration::from_millis(20),
+            Duration::ZERO
+        ));
         assert!(
-            h.observe(t0 + Duration::from_millis(90), Duration::from_millis(20)),
+            h.observe(
+                t0 + Duration::from_millis(90),
+                Duration::from_millis(20),
+                Duration::ZERO
+            ),
             "slow from 5 ms to 110 ms"
         );
     }
@@ -368,11 +408,19 @@ mod tests {
     fn a_fast_call_ends_the_slow_spell() {
         let h = health();
         let t0 = Instant::now();
-        h.observe(t0, Duration::from_millis(20));
-        assert!(!h.observe(t0 + Duration::from_millis(30), Duration::from_millis(1)));
+        h.observe(t0, Duration::from_millis(20), Duration::ZERO);
+        assert!(!h.observe(
+            t0 + Duration::from_millis(30),
+            Duration::from_millis(1),
+            Duration::ZERO
+        ));
         assert_eq!(h.slow_since(), None);
         assert!(
-            !h.observe(t0 + Duration::from_millis(90), Duration::from_millis(20)),
+            !h.observe(
+                t0 + Duration::from_millis(90),
+                Duration::from_millis(20),
+                Duration::ZERO
+            ),
             "the spell restarted at 95 ms"
         );
     }

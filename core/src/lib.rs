@@ -31,6 +31,7 @@ pub mod headers;
 mod health;
 mod keyed;
 mod keys;
+mod lag;
 mod lease;
 mod ledger;
 mod limiter;

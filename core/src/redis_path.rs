@@ -127,7 +127,8 @@ impl std::fmt::Debug for RedisPath {
 }
 
 enum Outcome<T = Verdict> {
-    Done(Result<T>),
+    /// The call's result, and how long its task waited to run once the reply had woken it.
+    Done(Result<T>, Duration),
     Slow,
     Deadline,
 }
@@ -299,9 +300,9 @@ impl RedisPath {
                 .watch(self.backend.decide(ticket), started, deadline)
                 .await
             {
-                Outcome::Done(Ok(v)) => {
+                Outcome::Done(Ok(v), waited) => {
                     let rtt = started.elapsed();
-                    let slow_too_long = self.health.observe(started, rtt);
+                    let slow_too_long = self.health.observe(started, rtt, waited);
                     self.learn_offset(v.now_ms, rtt);
                     if self.fallback {
                         let admitted = if req.consume && v.allowed {
@@ -335,7 +336,7 @@ impl RedisPath {
                     }
                     return Ok((v, Mode::Normal, req.limit));
                 }
-                Outcome::Done(Err(e)) if e.kind() == ErrorKind::BackendUnavailable => {
+                Outcome::Done(Err(e), _) if e.kind() == ErrorKind::BackendUnavailable => {
                     self.health.counters.errors.fetch_add(1, Ordering::Relaxed);
                     if !retried && Instant::now() + self.retry_delay < deadline {
                         retried = true;
@@ -345,7 +346,7 @@ impl RedisPath {
                     }
                     return self.fall_back(req, redis_key, e, "Redis errors after the retry");
                 }
-                Outcome::Done(Err(e)) => return Err(e),
+                Outcome::Done(Err(e), _) => return Err(e),
                 Outcome::Slow => {
                     let e = Error::BackendUnavailable(
                         "Redis round trips stayed above degrade_rtt for degrade_after".into(),
@@ -403,9 +404,9 @@ impl RedisPath {
             let started = Instant::now();
             let call = self.backend.decide_all(redis_keys, plan);
             let (e, reason) = match self.watch(call, started, deadline).await {
-                Outcome::Done(Ok(verdicts)) => {
+                Outcome::Done(Ok(verdicts), waited) => {
                     let rtt = started.elapsed();
-                    let slow_too_long = self.health.observe(started, rtt);
+                    let slow_too_long = self.health.observe(started, rtt, waited);
                     if let Some(v) = verdicts.first() {
                         self.learn_offset(v.now_ms, rtt);
                     }
@@ -453,7 +454,7 @@ impl RedisPath {
                     }
                     return Ok((verdicts, Mode::Normal, caps()));
                 }
-                Outcome::Done(Err(e)) if e.kind() == ErrorKind::BackendUnavailable => {
+                Outcome::Done(Err(e), _) if e.kind() == ErrorKind::BackendUnavailable => {
                     self.health.counters.errors.fetch_add(1, Ordering::Relaxed);
                     if !retried && Instant::now() + self.retry_delay < deadline {
                         retried = true;
@@ -463,7 +464,7 @@ impl RedisPath {
                     }
                     (e, "Redis errors after the retry")
                 }
-                Outcome::Done(Err(e)) => return Err(e),
+                Outcome::Done(Err(e), _) => return Err(e),
                 Outcome::Slow => (
                     Error::BackendUnavailable(
                         "Redis round trips stayed above degrade_rtt for degrade_after".into(),
@@ -631,6 +632,7 @@ impl RedisPath {
         started: Instant,
         deadline: Instant,
     ) -> Outcome<T> {
+        let fut = self.health.lag.timed(fut);
         tokio::pin!(fut);
         let t = self.health.t;
         let mut check_at = if self.fallback {
@@ -641,14 +643,22 @@ impl RedisPath {
         loop {
             tokio::select! {
                 biased;
-                r = &mut fut => return Outcome::Done(r),
+                (r, waited) = &mut fut => return Outcome::Done(r, waited),
                 _ = tokio::time::sleep_until(tokio::time::Instant::from_std(check_at)) => {}
             }
             let now = Instant::now();
             if now >= deadline {
                 return Outcome::Deadline;
             }
-            let since = self.health.mark_slow(started + t.slow_rtt);
+            // Slow so far by Redis's part only: the client's own lag meanwhile is excused.
+            self.health.lag.arm();
+            let excused = self.health.excused(started, now, Duration::ZERO);
+            let redis = now.saturating_duration_since(started) - excused;
+            if redis <= t.slow_rtt {
+                check_at = (now + (t.slow_rtt - redis).max(Duration::from_millis(1))).min(deadline);
+                continue;
+            }
+            let since = self.health.mark_slow(started + t.slow_rtt + excused);
             if now >= since + t.slow_for {
                 return Outcome::Slow;
             }
@@ -740,9 +750,14 @@ impl RedisPath {
             Arc::downgrade(self),
             (self.wake.clone(), self.flush_now.clone()),
         );
+        let lag = self.health.lag.clone();
         handle.spawn(async move {
             let _restart = Restart(weak.clone());
-            background(weak, wake).await;
+            // The lag probe measures this runtime, the one the connection and callers run on.
+            tokio::select! {
+                _ = background(weak, wake) => {}
+                _ = lag.run() => {}
+            }
         });
     }
 
@@ -879,6 +894,13 @@ impl RedisPath {
             .await?;
         let rtt = started.elapsed();
         self.discovered.store(live, Ordering::Relaxed);
+        // Recovery is judged on Redis's part too: while `local` the probe is kept armed.
+        let rtt = if self.is_local() {
+            self.health.lag.arm();
+            rtt - self.health.excused(started, started + rtt, Duration::ZERO)
+        } else {
+            rtt
+        };
         self.learn_offset(server_ms, rtt);
         Ok(rtt)
     }
