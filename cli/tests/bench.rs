@@ -53,14 +53,13 @@ fn bench_json_reports_max_admitted_in_any_window_within_the_limit() {
         max > limit / 2,
         "a steady load at the limit fills the window: {max}"
     );
-    // Redis-only figures are present on Redis.
-    assert!(
-        sliding["redis"]["client_calls_per_decision"]
-            .as_f64()
-            .unwrap()
-            >= 1.0,
-        "{sliding}"
-    );
+    // Redis-only figures are present on Redis: script calls per decision are counted (concurrent
+    // decisions on one key share a call when the machine is busy, so fewer than one per
+    // decision is normal; more than two would mean calls beyond the one retry).
+    let calls = sliding["redis"]["client_calls_per_decision"]
+        .as_f64()
+        .unwrap();
+    assert!(calls > 0.0 && calls <= 2.0, "{sliding}");
     assert!(
         sliding["memory_per_key_kib"].as_f64().unwrap() > 0.0,
         "{sliding}"
