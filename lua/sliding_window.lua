@@ -152,6 +152,7 @@ local memo = {
   false, 0,           -- [1] TIME's seconds (text), [2] in ms (server_ms)
   false, 0, 0,        -- [3] clock argument, [4] client_now_ms, [5] max_skew_ms (native)
   false, 0, 0, 0, 0,  -- [6] lone request, [7] consume, [8] window, [9] limit, [10] cost (native)
+  false,              -- [11] a record TTL argument that passed its check (native)
 }
 
 -- Redis TIME in ms (no string is built: each one made is work for the garbage collector).
@@ -670,11 +671,51 @@ local function decide(out, o, key, leases, now, server, window, limit, cost, con
   return nil
 end
 
+-- A decimal integer in [lo, hi], or nil. The pattern rejects what tonumber would let through:
+-- 'inf', 'nan', '0x10', '1e3', '1.5', ' 5', '+5', '-5'.
+local function int_arg(s, lo, hi)
+  if type_(s) ~= 'string' or #s > 16 or not find(s, '^%d+$') then
+    return nil
+  end
+  local n = tonumber_(s)
+  if n < lo or n > hi then
+    return nil
+  end
+  return n
+end
+
+-- Retries (convention 2's ARGV[6]): which of this call's requests an earlier attempt of theirs
+-- already admitted, by that attempt's record (true per such request; nil when none). A record is
+-- read with redis.pcall: it is not declared in KEYS (see `Retries` at the top), and a refused or
+-- missing one only means the request is decided afresh.
+local function retried(key, r, n)
+  local done, records = nil, {}
+  for i = 1, n do
+    local off = i * 24 - 23
+    local j = sunpack('>d', r, off + 16)
+    if j ~= 0 then
+      local id = sub(r, off, off + 15)
+      local rec = records[id]
+      if rec == nil then
+        rec = redis.pcall('GET', key .. ':r:' .. id)
+        if type_(rec) ~= 'string' then rec = '' end
+        records[id] = rec
+      end
+      if sub(rec, j, j) == '1' then
+        done = done or {}
+        done[i] = true
+      end
+    end
+  end
+  return done
+end
+
 -- Calling convention 2 (see the top).
 local function native(KEYS, ARGV)
   local key = KEYS[1]
   if key == nil then return {-1, 'key', 0} end
-  if #ARGV ~= 3 then return {-1, 'batch', 0} end
+  local nargs = #ARGV
+  if nargs ~= 3 and nargs ~= 5 and nargs ~= 6 then return {-1, 'batch', 0} end
   -- A clock argument and a lone request seen last time are taken from `memo`.
   local clock, m, client_now, max_skew = ARGV[2], memo
   if clock == m[3] then
@@ -719,6 +760,26 @@ local function native(KEYS, ARGV)
       m[6], m[7], m[8], m[9], m[10] = blob, c1, w1, l1, k1
     end
   end
+  -- The call's record (see `Retries`): its name, its TTL (text, as SET takes it) and, on a retry,
+  -- which requests an earlier attempt already admitted (`done`, true per such request).
+  local call_id, ttl, done = nil, nil, nil
+  if nargs >= 5 then
+    call_id, ttl = ARGV[4], ARGV[5]
+    if #call_id ~= 16 then return {-1, 'call_id', 0} end
+    if ttl ~= m[11] then
+      if int_arg(ttl, 1, MAX_WINDOW_MS) == nil then return {-1, 'record_ms', 0} end
+      m[11] = ttl
+    end
+    if nargs == 6 then
+      local r = ARGV[6]
+      if #r ~= n * 24 then return {-1, 'retry', 0} end
+      for i = 1, n do
+        local j = sunpack('>d', r, i * 24 - 7)
+        if not (j >= 0 and j <= MAX_BATCH and j % 1 == 0) then return {-1, 'retry', i} end
+      end
+      done = retried(key, r, n)
+    end
+  end
   local now
   local slack = TTL_SLACK_MS
   local server = server_ms()
@@ -734,9 +795,25 @@ local function native(KEYS, ARGV)
   end
   if n == 1 then
     local out = {0, 0, 0, 0, 0, 0} -- sized once
-    local err = decide(out, 1, key, true, now, server, w1, l1, k1, c1, slack, 1)
+    local again = c1 and done and done[1]
+    local err = decide(out, 1, key, true, now, server, w1, l1, k1, c1 and not again, slack, 1)
     if err then return err end
+    if again then
+      out[2], out[4] = 2, 0
+    elseif call_id and c1 and out[2] == 1 then
+      redis.pcall('SET', key .. ':r:' .. call_id, '1', 'PX', ttl)
+    end
     return out
+  end
+  if done then
+    -- Admitted by the earlier attempt: decided as a peek now, answered as admitted below.
+    for i = 1, n do
+      if done[i] and not consume[i] then
+        done[i] = nil -- a peek was never admitted: nothing to answer from a record
+      elseif done[i] then
+        consume[i] = false
+      end
+    end
   end
   -- The requests are decided in order, at one instant; each run of identical requests at once.
   local out = {0}
@@ -750,6 +827,23 @@ local function native(KEYS, ARGV)
     local err = decide(out, #out, key, true, now, server, windows[i], limits[i], costs[i], consume[i], slack, j - i + 1)
     if err then return err end
     i = j + 1
+  end
+  if call_id then
+    -- One byte per request: '1' where this call admitted (consumed) it.
+    local marks, any = {}, false
+    for r = 1, n do
+      if done and done[r] then
+        out[r * 5 - 3], out[r * 5 - 1] = 2, 0
+        marks[r] = '0'
+      elseif consume[r] and out[r * 5 - 3] == 1 then
+        marks[r], any = '1', true
+      else
+        marks[r] = '0'
+      end
+    end
+    if any then
+      redis.pcall('SET', key .. ':r:' .. call_id, table.concat(marks), 'PX', ttl)
+    end
   end
   return out
 end
@@ -973,19 +1067,6 @@ local function composite(KEYS, ARGV)
     if out[o + 4] < windows[i] then out[o + 4] = windows[i] end
   end
   return out
-end
-
--- A decimal integer in [lo, hi], or nil. The pattern rejects what tonumber would let through:
--- 'inf', 'nan', '0x10', '1e3', '1.5', ' 5', '+5', '-5'.
-local function int_arg(s, lo, hi)
-  if type_(s) ~= 'string' or #s > 16 or not find(s, '^%d+$') then
-    return nil
-  end
-  local n = tonumber_(s)
-  if n < lo or n > hi then
-    return nil
-  end
-  return n
 end
 
 -- Calling convention 1, the seed design's (see the top).
