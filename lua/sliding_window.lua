@@ -92,10 +92,28 @@
 --   ARGV[2]  pack('>dd', client_now_ms (0 = use Redis TIME), max_skew_ms)
 --   ARGV[3]  per request pack('>dddd', op (1 acquire, 0 peek), window_ms, limit, cost), 1..1000
 --            requests one after the other
+--   ARGV[4]  optional (with ARGV[5]): the call's id, 16 bytes, unique per call (see Retries)
+--   ARGV[5]  how long the call's record is kept, ms, decimal text (1..MAX_WINDOW_MS)
+--   ARGV[6]  optional, on a retry: per request its earlier attempt, 16 bytes of that call's id
+--            then pack('>d', its place in that call, 1-based; 0 = not a retry)
 --   reply    {0, allowed, used, retry_after_ms, reset_after_ms, now_ms, ...5 more per request}
+--            allowed is 2 for a retried request its earlier attempt already admitted: admitted,
+--            not counted again, used/retry/reset as the window stands now
 --            {-1, '<name of the bad argument>', <request number, 0 for the batch's own>}
 --            {-2, server_now_ms}   client_now_ms is further than max_skew_ms from Redis TIME
 --
+-- Retries: a call whose reply was lost (a connection reset mid-reply) may have run, and its
+-- requests' retries must not take a second permit for the same request. A call that brings an id
+-- (ARGV[4]) and admits anything writes a record, `<key>:r:<id>`, one byte per request ('1' where
+-- this call admitted it), with a short TTL (ARGV[5]); a retry names the failed call and its place
+-- there (ARGV[6]), and a request its record shows as admitted is answered `allowed = 2` and not
+-- decided again. No record (the first attempt never ran, or did not admit it, or the record
+-- expired) means the request is decided afresh, which is right: nothing of it was counted. The
+-- record key shares the window key's hash tag, so it lives in its slot; like the lease HASH it is
+-- not declared in KEYS and is read and written with redis.pcall, so a refused access (a slot
+-- migrating) costs only the deduplication, never the decision. It costs one SET per admitting
+-- call (dev/script_cost/cost.sh prices it); a client that never retries sends no id.
+
 -- Calling convention 'rl1C', composite (rl-core's acquire_all): several rules, on one or more keys
 -- of one Cluster slot, decided all-or-nothing at one instant. See `composite` below.
 --   KEYS     the distinct window keys (1..16), each used by at least one rule

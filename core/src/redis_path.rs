@@ -139,6 +139,7 @@ impl RedisPath {
             &Settings {
                 connect_timeout: options.connect_timeout,
                 request_timeout: options.request_timeout,
+                retry_delay: options.retry_delay,
                 clock: options.clock.clone(),
                 max_clock_skew_ms: options.max_clock_skew_ms,
             },

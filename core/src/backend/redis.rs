@@ -49,8 +49,10 @@ struct Shared {
     /// Call ids and the requests of failed calls, so a retry is never counted twice.
     attempts: ForkLocal<Attempts>,
     /// How long (ms, decimal text) the script keeps a call's record: its retry comes within the
-    /// request timeout; twice that, and at least 2 s, covers a retry sent just before it.
-    record_ms: Vec<u8>,
+    /// request timeout; twice that, and at least 2 s, covers a retry sent just before it. `None`
+    /// where no call is ever retried (`retry_delay` >= `request_timeout`): no record is written
+    /// (one SET per admitting call saved), and no request gets a token.
+    record_ms: Option<Vec<u8>>,
 }
 
 impl std::fmt::Debug for RedisBackend {
@@ -100,6 +102,9 @@ pub(crate) struct LeaseReply {
 pub(crate) struct Settings {
     pub connect_timeout: Duration,
     pub request_timeout: Duration,
+    /// Whether a failed call is ever retried (below `request_timeout`): decides if calls ask
+    /// for records (see `attempts.rs`).
+    pub retry_delay: Duration,
     /// A client clock instead of Redis TIME, and its allowed distance from it.
     pub clock: Option<Arc<dyn Clock>>,
     pub max_clock_skew_ms: u64,
@@ -125,10 +130,12 @@ impl RedisBackend {
                 queues: Queues::default(),
                 caller: Caller::default(),
                 attempts: ForkLocal::new(),
-                record_ms: (2 * options.request_timeout.as_millis() as u64)
-                    .max(2000)
-                    .to_string()
-                    .into_bytes(),
+                record_ms: (options.retry_delay < options.request_timeout).then(|| {
+                    (2 * options.request_timeout.as_millis() as u64)
+                        .max(2000)
+                        .to_string()
+                        .into_bytes()
+                }),
             }),
         })
     }
@@ -139,7 +146,11 @@ impl RedisBackend {
 
     /// A token for a consuming request (see `attempts.rs`): its caller passes the same one to
     /// [`RedisBackend::join`] on every attempt.
+    /// 0 (none) where calls are never retried.
     pub(crate) fn token(&self) -> u64 {
+        if self.shared.record_ms.is_none() {
+            return 0;
+        }
         self.shared.attempts.get().token()
     }
 
@@ -643,7 +654,16 @@ impl Shared {
                 retries.extend_from_slice(&script::pack(&[place]));
             }
         }
-        let mut args: Vec<&[u8]> = vec![b"rl1", &clock, &requests, call_id, &self.record_ms];
+        let mut args: Vec<&[u8]> = vec![b"rl1", &clock, &requests];
+        // Only a call with a request that may be retried (a token) asks for a record.
+        if let Some(ttl) = self
+            .record_ms
+            .as_deref()
+            .filter(|_| ops.iter().any(|op| op.token != 0))
+        {
+            args.push(call_id);
+            args.push(ttl);
+        }
         if !retries.is_empty() {
             args.push(&retries);
         }
