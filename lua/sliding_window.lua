@@ -89,12 +89,13 @@
 -- text is the costliest thing a script call does.
 --   KEYS[1]  the limiter's key
 --   ARGV[1]  'rl1'
---   ARGV[2]  pack('>dd', client_now_ms (0 = use Redis TIME), max_skew_ms)
+--   ARGV[2]  pack('>dd', client_now_ms (0 = use Redis TIME), max_skew_ms), then, where the call
+--            asks for a record (ARGV[4]), how long records are kept, ms, decimal text
+--            (1..MAX_WINDOW_MS): the same in every call, so it is parsed once (see `memo`)
 --   ARGV[3]  per request pack('>dddd', op (1 acquire, 0 peek), window_ms, limit, cost), 1..1000
 --            requests one after the other
---   ARGV[4]  optional (with ARGV[5]): the call's id, 16 bytes, unique per call (see Retries)
---   ARGV[5]  how long the call's record is kept, ms, decimal text (1..MAX_WINDOW_MS)
---   ARGV[6]  optional, on a retry: per request its earlier attempt, 16 bytes of that call's id
+--   ARGV[4]  optional: the call's id, 16 bytes, unique per call (see Retries)
+--   ARGV[5]  optional, on a retry: per request its earlier attempt, 16 bytes of that call's id
 --            then pack('>d', its place in that call, 1-based; 0 = not a retry)
 --   reply    {0, allowed, used, retry_after_ms, reset_after_ms, now_ms, ...5 more per request}
 --            allowed is 2 for a retried request its earlier attempt already admitted: admitted,
@@ -105,8 +106,8 @@
 -- Retries: a call whose reply was lost (a connection reset mid-reply) may have run, and its
 -- requests' retries must not take a second permit for the same request. A call that brings an id
 -- (ARGV[4]) and admits anything writes a record, `<key>:r:<id>`, one byte per request ('1' where
--- this call admitted it), with a short TTL (ARGV[5]); a retry names the failed call and its place
--- there (ARGV[6]), and a request its record shows as admitted is answered `allowed = 2` and not
+-- this call admitted it), with a short TTL (the tail of ARGV[2]); a retry names the failed call
+-- and its place there (ARGV[5]), and a request its record shows as admitted is answered `allowed = 2` and not
 -- decided again. No record (the first attempt never ran, or did not admit it, or the record
 -- expired) means the request is decided afresh, which is right: nothing of it was counted. The
 -- record key shares the window key's hash tag, so it lives in its slot; like the lease HASH it is
@@ -170,7 +171,7 @@ local memo = {
   false, 0,           -- [1] TIME's seconds (text), [2] in ms (server_ms)
   false, 0, 0,        -- [3] clock argument, [4] client_now_ms, [5] max_skew_ms (native)
   false, 0, 0, 0, 0,  -- [6] lone request, [7] consume, [8] window, [9] limit, [10] cost (native)
-  false,              -- [11] a record TTL argument that passed its check (native)
+  false,              -- [11] the record TTL (text) the clock argument [3] brought, or false
 }
 
 -- Redis TIME in ms (no string is built: each one made is work for the garbage collector).
@@ -702,7 +703,7 @@ local function int_arg(s, lo, hi)
   return n
 end
 
--- Retries (convention 2's ARGV[6]): which of this call's requests an earlier attempt of theirs
+-- Retries (convention 2's ARGV[5]): which of this call's requests an earlier attempt of theirs
 -- already admitted, by that attempt's record (true per such request; nil when none). A record is
 -- read with redis.pcall: it is not declared in KEYS (see `Retries` at the top), and a refused or
 -- missing one only means the request is decided afresh.
@@ -733,18 +734,24 @@ local function native(KEYS, ARGV)
   local key = KEYS[1]
   if key == nil then return {-1, 'key', 0} end
   local nargs = #ARGV
-  if nargs ~= 3 and nargs ~= 5 and nargs ~= 6 then return {-1, 'batch', 0} end
+  if nargs ~= 3 and nargs ~= 4 and nargs ~= 5 then return {-1, 'batch', 0} end
   -- A clock argument and a lone request seen last time are taken from `memo`.
   local clock, m, client_now, max_skew = ARGV[2], memo
   if clock == m[3] then
     client_now, max_skew = m[4], m[5]
   else
-    if #clock ~= 16 then return {-1, 'batch', 0} end
+    local size = #clock
+    if size < 16 then return {-1, 'batch', 0} end
     client_now, max_skew = sunpack('>dd', clock)
     -- int_in, inlined (unpacked doubles are never nil)
     if not (max_skew >= 0 and max_skew <= MAX_TIME_MS and max_skew % 1 == 0) then return {-1, 'max_skew_ms', 0} end
     if client_now ~= 0 and not (client_now > 0 and client_now <= MAX_TIME_MS and client_now % 1 == 0) then return {-1, 'client_now_ms', 0} end
-    m[3], m[4], m[5] = clock, client_now, max_skew
+    local ttl = false
+    if size > 16 then
+      ttl = sub(clock, 17)
+      if int_arg(ttl, 1, MAX_WINDOW_MS) == nil then return {-1, 'record_ms', 0} end
+    end
+    m[3], m[4], m[5], m[11] = clock, client_now, max_skew, ttl
   end
   local blob = ARGV[3]
   local consume, windows, limits, costs
@@ -780,16 +787,13 @@ local function native(KEYS, ARGV)
   end
   -- The call's record (see `Retries`): its name, its TTL (text, as SET takes it) and, on a retry,
   -- which requests an earlier attempt already admitted (`done`, true per such request).
-  local call_id, ttl, done = nil, nil, nil
-  if nargs >= 5 then
-    call_id, ttl = ARGV[4], ARGV[5]
+  local call_id, ttl, done = nil, m[11], nil
+  if nargs >= 4 then
+    call_id = ARGV[4]
     if #call_id ~= 16 then return {-1, 'call_id', 0} end
-    if ttl ~= m[11] then
-      if int_arg(ttl, 1, MAX_WINDOW_MS) == nil then return {-1, 'record_ms', 0} end
-      m[11] = ttl
-    end
-    if nargs == 6 then
-      local r = ARGV[6]
+    if not ttl then return {-1, 'record_ms', 0} end
+    if nargs == 5 then
+      local r = ARGV[5]
       if #r ~= n * 24 then return {-1, 'retry', 0} end
       for i = 1, n do
         local j = sunpack('>d', r, i * 24 - 7)

@@ -66,27 +66,26 @@ fn distinct_hostile_keys_have_independent_windows() {
             "each key saw exactly its own permit"
         );
     }
-    // Besides the windows, only the admissions' retry records (`<window key>:r:<16-byte call
-    // id>`, README: Retry), short-lived, one per admitting call.
-    let (windows, others): (Vec<_>, Vec<_>) = common::keys(&server)
-        .into_iter()
-        .partition(|k| k.ends_with(b"}"));
+    // Besides the windows, only the admissions' retry records (README: Retry), one per
+    // admitting call at most, each of one of those windows.
+    let windows = window_keys(&server);
     assert_eq!(windows.len(), keys.len(), "one window key per user key");
-    for k in &others {
-        let window = &k[..k.len().saturating_sub(19)];
+    let records: Vec<_> = common::keys(&server)
+        .into_iter()
+        .filter(|k| is_retry_record(k))
+        .collect();
+    assert!(records.len() <= keys.len(), "{} records", records.len());
+    for r in &records {
         assert!(
-            k.len() > 19
-                && &k[window.len()..window.len() + 3] == b":r:"
-                && windows.iter().any(|w| w == window),
-            "a key that is neither a window nor a window's retry record: {:?}",
-            String::from_utf8_lossy(&k[..k.len().min(40)])
+            windows.iter().any(|w| w[..] == r[..r.len() - 19]),
+            "a retry record of no window: {:?}",
+            String::from_utf8_lossy(&r[..r.len().min(40)])
         );
     }
-    assert!(
-        others.len() <= keys.len(),
-        "{} records for {} admitting calls",
-        others.len(),
-        keys.len()
+    assert_eq!(
+        dbsize(&server) as usize,
+        windows.len() + records.len(),
+        "no other key"
     );
     l.reset(&keys[0]).unwrap();
     assert_eq!(

@@ -44,10 +44,12 @@ def main():
             out.append('EVALSHA %s 2 rl:{k} rl:cfg:{k} 1700000000000 %d %d 0 0 gw' % (sha, window, limit))
         else:
             clock = (start + i // 4, 10**9) if fixed else (0, 1000)
-            args = 'rl1 %s %s' % (q(struct.pack('>dd', *clock)),
+            # With records: the records' TTL after the clock, and the call's id (ARGV[4]).
+            tail = b'2000' if records else b''
+            args = 'rl1 %s %s' % (q(struct.pack('>dd', *clock) + tail),
                                   q(struct.pack('>dddd', 1, window, limit, 1)))
             if records:
-                args += ' %s 2000' % q(b'costtag0' + struct.pack('>Q', i + 1))
+                args += ' %s' % q(b'costtag0' + struct.pack('>Q', i + 1))
             if kind == 'fcall':
                 out.append('FCALL %s 1 rl:{k} %s' % (sys.argv[5], args))
             else:

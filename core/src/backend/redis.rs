@@ -639,7 +639,16 @@ impl Shared {
     ) -> Result<(Vec<Verdict>, u64)> {
         let (id, mut conn): (u64, Conn) = self.connector.get().await?;
         let client_now = self.clock.as_ref().map(|c| c.now_ms());
-        let clock = script::pack(&[client_now.unwrap_or(0), self.max_skew_ms]);
+        let mut clock = script::pack(&[client_now.unwrap_or(0), self.max_skew_ms]);
+        // Only a call with a request that may be retried (a token) asks for a record: its id, and
+        // the records' TTL after the clock (the same in every call, parsed once by the script).
+        let record = self
+            .record_ms
+            .as_deref()
+            .filter(|_| ops.iter().any(|op| op.token != 0));
+        if let Some(ttl) = record {
+            clock.extend_from_slice(ttl);
+        }
         let mut requests = Vec::with_capacity(ops.len() * 4);
         for op in ops {
             requests.extend_from_slice(&[op.consume as u64, op.window_ms, op.limit, op.cost]);
@@ -655,14 +664,8 @@ impl Shared {
             }
         }
         let mut args: Vec<&[u8]> = vec![b"rl1", &clock, &requests];
-        // Only a call with a request that may be retried (a token) asks for a record.
-        if let Some(ttl) = self
-            .record_ms
-            .as_deref()
-            .filter(|_| ops.iter().any(|op| op.token != 0))
-        {
+        if record.is_some() {
             args.push(call_id);
-            args.push(ttl);
         }
         if !retries.is_empty() {
             args.push(&retries);
