@@ -89,13 +89,32 @@
 -- text is the costliest thing a script call does.
 --   KEYS[1]  the limiter's key
 --   ARGV[1]  'rl1'
---   ARGV[2]  pack('>dd', client_now_ms (0 = use Redis TIME), max_skew_ms)
+--   ARGV[2]  pack('>dd', client_now_ms (0 = use Redis TIME), max_skew_ms), then, where the call
+--            asks for a record (ARGV[4]), how long records are kept, ms, decimal text
+--            (1..MAX_WINDOW_MS): the same in every call, so it is parsed once (see `memo`)
 --   ARGV[3]  per request pack('>dddd', op (1 acquire, 0 peek), window_ms, limit, cost), 1..1000
 --            requests one after the other
+--   ARGV[4]  optional: the call's id, 16 bytes, unique per call (see Retries)
+--   ARGV[5]  optional, on a retry: per request its earlier attempt, 16 bytes of that call's id
+--            then pack('>d', its place in that call, 1-based; 0 = not a retry)
 --   reply    {0, allowed, used, retry_after_ms, reset_after_ms, now_ms, ...5 more per request}
+--            allowed is 2 for a retried request its earlier attempt already admitted: admitted,
+--            not counted again, used/retry/reset as the window stands now
 --            {-1, '<name of the bad argument>', <request number, 0 for the batch's own>}
 --            {-2, server_now_ms}   client_now_ms is further than max_skew_ms from Redis TIME
 --
+-- Retries: a call whose reply was lost (a connection reset mid-reply) may have run, and its
+-- requests' retries must not take a second permit for the same request. A call that brings an id
+-- (ARGV[4]) and admits anything writes a record, `<key>:r:<id>`, one byte per request ('1' where
+-- this call admitted it), with a short TTL (the tail of ARGV[2]); a retry names the failed call
+-- and its place there (ARGV[5]), and a request its record shows as admitted is answered `allowed = 2` and not
+-- decided again. No record (the first attempt never ran, or did not admit it, or the record
+-- expired) means the request is decided afresh, which is right: nothing of it was counted. The
+-- record key shares the window key's hash tag, so it lives in its slot; like the lease HASH it is
+-- not declared in KEYS and is read and written with redis.pcall, so a refused access (a slot
+-- migrating) costs only the deduplication, never the decision. It costs one SET per admitting
+-- call (dev/script_cost/cost.sh prices it); a client that never retries sends no id.
+
 -- Calling convention 'rl1C', composite (rl-core's acquire_all): several rules, on one or more keys
 -- of one Cluster slot, decided all-or-nothing at one instant. See `composite` below.
 --   KEYS     the distinct window keys (1..16), each used by at least one rule
@@ -152,6 +171,7 @@ local memo = {
   false, 0,           -- [1] TIME's seconds (text), [2] in ms (server_ms)
   false, 0, 0,        -- [3] clock argument, [4] client_now_ms, [5] max_skew_ms (native)
   false, 0, 0, 0, 0,  -- [6] lone request, [7] consume, [8] window, [9] limit, [10] cost (native)
+  false,              -- [11] the record TTL (text) the clock argument [3] brought, or false
 }
 
 -- Redis TIME in ms (no string is built: each one made is work for the garbage collector).
@@ -670,22 +690,68 @@ local function decide(out, o, key, leases, now, server, window, limit, cost, con
   return nil
 end
 
+-- A decimal integer in [lo, hi], or nil. The pattern rejects what tonumber would let through:
+-- 'inf', 'nan', '0x10', '1e3', '1.5', ' 5', '+5', '-5'.
+local function int_arg(s, lo, hi)
+  if type_(s) ~= 'string' or #s > 16 or not find(s, '^%d+$') then
+    return nil
+  end
+  local n = tonumber_(s)
+  if n < lo or n > hi then
+    return nil
+  end
+  return n
+end
+
+-- Retries (convention 2's ARGV[5]): which of this call's requests an earlier attempt of theirs
+-- already admitted, by that attempt's record (true per such request; nil when none). A record is
+-- read with redis.pcall: it is not declared in KEYS (see `Retries` at the top), and a refused or
+-- missing one only means the request is decided afresh.
+local function retried(key, r, n)
+  local done, records = nil, {}
+  for i = 1, n do
+    local off = i * 24 - 23
+    local j = sunpack('>d', r, off + 16)
+    if j ~= 0 then
+      local id = sub(r, off, off + 15)
+      local rec = records[id]
+      if rec == nil then
+        rec = redis.pcall('GET', key .. ':r:' .. id)
+        if type_(rec) ~= 'string' then rec = '' end
+        records[id] = rec
+      end
+      if sub(rec, j, j) == '1' then
+        done = done or {}
+        done[i] = true
+      end
+    end
+  end
+  return done
+end
+
 -- Calling convention 2 (see the top).
 local function native(KEYS, ARGV)
   local key = KEYS[1]
   if key == nil then return {-1, 'key', 0} end
-  if #ARGV ~= 3 then return {-1, 'batch', 0} end
+  local nargs = #ARGV
+  if nargs ~= 3 and nargs ~= 4 and nargs ~= 5 then return {-1, 'batch', 0} end
   -- A clock argument and a lone request seen last time are taken from `memo`.
   local clock, m, client_now, max_skew = ARGV[2], memo
   if clock == m[3] then
     client_now, max_skew = m[4], m[5]
   else
-    if #clock ~= 16 then return {-1, 'batch', 0} end
+    local size = #clock
+    if size < 16 then return {-1, 'batch', 0} end
     client_now, max_skew = sunpack('>dd', clock)
     -- int_in, inlined (unpacked doubles are never nil)
     if not (max_skew >= 0 and max_skew <= MAX_TIME_MS and max_skew % 1 == 0) then return {-1, 'max_skew_ms', 0} end
     if client_now ~= 0 and not (client_now > 0 and client_now <= MAX_TIME_MS and client_now % 1 == 0) then return {-1, 'client_now_ms', 0} end
-    m[3], m[4], m[5] = clock, client_now, max_skew
+    local ttl = false
+    if size > 16 then
+      ttl = sub(clock, 17)
+      if int_arg(ttl, 1, MAX_WINDOW_MS) == nil then return {-1, 'record_ms', 0} end
+    end
+    m[3], m[4], m[5], m[11] = clock, client_now, max_skew, ttl
   end
   local blob = ARGV[3]
   local consume, windows, limits, costs
@@ -719,6 +785,23 @@ local function native(KEYS, ARGV)
       m[6], m[7], m[8], m[9], m[10] = blob, c1, w1, l1, k1
     end
   end
+  -- The call's record (see `Retries`): its name, its TTL (text, as SET takes it) and, on a retry,
+  -- which requests an earlier attempt already admitted (`done`, true per such request).
+  local call_id, ttl, done = nil, m[11], nil
+  if nargs >= 4 then
+    call_id = ARGV[4]
+    if #call_id ~= 16 then return {-1, 'call_id', 0} end
+    if not ttl then return {-1, 'record_ms', 0} end
+    if nargs == 5 then
+      local r = ARGV[5]
+      if #r ~= n * 24 then return {-1, 'retry', 0} end
+      for i = 1, n do
+        local j = sunpack('>d', r, i * 24 - 7)
+        if not (j >= 0 and j <= MAX_BATCH and j % 1 == 0) then return {-1, 'retry', i} end
+      end
+      done = retried(key, r, n)
+    end
+  end
   local now
   local slack = TTL_SLACK_MS
   local server = server_ms()
@@ -734,9 +817,25 @@ local function native(KEYS, ARGV)
   end
   if n == 1 then
     local out = {0, 0, 0, 0, 0, 0} -- sized once
-    local err = decide(out, 1, key, true, now, server, w1, l1, k1, c1, slack, 1)
+    local again = c1 and done and done[1]
+    local err = decide(out, 1, key, true, now, server, w1, l1, k1, c1 and not again, slack, 1)
     if err then return err end
+    if again then
+      out[2], out[4] = 2, 0
+    elseif call_id and c1 and out[2] == 1 then
+      redis.pcall('SET', key .. ':r:' .. call_id, '1', 'PX', ttl)
+    end
     return out
+  end
+  if done then
+    -- Admitted by the earlier attempt: decided as a peek now, answered as admitted below.
+    for i = 1, n do
+      if done[i] and not consume[i] then
+        done[i] = nil -- a peek was never admitted: nothing to answer from a record
+      elseif done[i] then
+        consume[i] = false
+      end
+    end
   end
   -- The requests are decided in order, at one instant; each run of identical requests at once.
   local out = {0}
@@ -750,6 +849,23 @@ local function native(KEYS, ARGV)
     local err = decide(out, #out, key, true, now, server, windows[i], limits[i], costs[i], consume[i], slack, j - i + 1)
     if err then return err end
     i = j + 1
+  end
+  if call_id then
+    -- One byte per request: '1' where this call admitted (consumed) it.
+    local marks, any = {}, false
+    for r = 1, n do
+      if done and done[r] then
+        out[r * 5 - 3], out[r * 5 - 1] = 2, 0
+        marks[r] = '0'
+      elseif consume[r] and out[r * 5 - 3] == 1 then
+        marks[r], any = '1', true
+      else
+        marks[r] = '0'
+      end
+    end
+    if any then
+      redis.pcall('SET', key .. ':r:' .. call_id, table.concat(marks), 'PX', ttl)
+    end
   end
   return out
 end
@@ -973,19 +1089,6 @@ local function composite(KEYS, ARGV)
     if out[o + 4] < windows[i] then out[o + 4] = windows[i] end
   end
   return out
-end
-
--- A decimal integer in [lo, hi], or nil. The pattern rejects what tonumber would let through:
--- 'inf', 'nan', '0x10', '1e3', '1.5', ' 5', '+5', '-5'.
-local function int_arg(s, lo, hi)
-  if type_(s) ~= 'string' or #s > 16 or not find(s, '^%d+$') then
-    return nil
-  end
-  local n = tonumber_(s)
-  if n < lo or n > hi then
-    return nil
-  end
-  return n
 end
 
 -- Calling convention 1, the seed design's (see the top).

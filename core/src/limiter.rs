@@ -312,6 +312,16 @@ impl Limiter {
         }
     }
 
+    /// Retries of admissions that Redis recognised as already admitted by their first attempt
+    /// (its reply was lost) and did not count again. For tests; not part of the stats schema.
+    #[doc(hidden)]
+    pub fn deduplicated_retries(&self) -> u64 {
+        match &self.inner.backend {
+            Backend::Redis(r) => r.deduplicated_retries(),
+            _ => 0,
+        }
+    }
+
     /// Which path decides now, per-path counters, state transitions and Redis round trips.
     pub fn stats(&self) -> Stats {
         let memory = (

@@ -140,6 +140,7 @@ impl RedisPath {
             &Settings {
                 connect_timeout: options.connect_timeout,
                 request_timeout: options.request_timeout,
+                retry_delay: options.retry_delay,
                 clock: options.clock.clone(),
                 max_clock_skew_ms: options.max_clock_skew_ms,
             },
@@ -169,6 +170,11 @@ impl RedisPath {
             denial_cache: options.denial_cache,
             instance: ForkLocal::new(),
         })
+    }
+
+    /// Retries Redis answered from their first attempt's record (admitted, not counted again).
+    pub(crate) fn deduplicated_retries(&self) -> u64 {
+        self.backend.deduplicated()
     }
 
     pub(crate) fn instance_id(&self) -> &str {
@@ -284,9 +290,12 @@ impl RedisPath {
         let epoch = self.denials.epoch();
         let deadline = Instant::now() + self.request_timeout;
         let mut retried = false;
+        // The same on the retry: a retry of an admission its lost reply hid is not counted twice
+        // (`backend/attempts.rs`).
+        let token = if req.consume { self.backend.token() } else { 0 };
         loop {
             let started = Instant::now();
-            let ticket = match self.backend.join(req, redis_key) {
+            let ticket = match self.backend.join(req, redis_key, token) {
                 Ok(ticket) => ticket,
                 // A full queue for one key is this call's problem alone: decided locally (the
                 // error without the fallback) at once, never retried, never a change of state.

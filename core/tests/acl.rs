@@ -12,7 +12,7 @@ use rl_core::{Mode, Options};
 use rl_harness::{Cluster, RedisServer, RespValue, SentinelTrio, ServerOptions};
 
 /// The rules the README gives for rl's user (with the default key prefix `rl:`), verbatim.
-const RULES: &str = "~rl:* +fcall +function|load +evalsha +script|load +time +lindex +lrange +llen +lset +ltrim +rpush +del +pexpire +pttl +hget +hset +hsetnx +hexists +hincrby +hgetall +hdel +zadd +zremrangebyscore +zcard +ping +role +cluster|slots +asking";
+const RULES: &str = "~rl:* +fcall +function|load +evalsha +script|load +time +lindex +lrange +llen +lset +ltrim +rpush +del +pexpire +pttl +get +set +hget +hset +hsetnx +hexists +hincrby +hgetall +hdel +zadd +zremrangebyscore +zcard +ping +role +cluster|slots +asking";
 
 /// Commands rl may be refused without harm: `INFO` (the failover repair's run ids; optional in
 /// the README) and `CLIENT SETINFO` (redis-rs names itself on connect and ignores the reply).

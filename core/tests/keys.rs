@@ -66,10 +66,26 @@ fn distinct_hostile_keys_have_independent_windows() {
             "each key saw exactly its own permit"
         );
     }
+    // Besides the windows, only the admissions' retry records (README: Retry), one per
+    // admitting call at most, each of one of those windows.
+    let windows = window_keys(&server);
+    assert_eq!(windows.len(), keys.len(), "one window key per user key");
+    let records: Vec<_> = common::keys(&server)
+        .into_iter()
+        .filter(|k| is_retry_record(k))
+        .collect();
+    assert!(records.len() <= keys.len(), "{} records", records.len());
+    for r in &records {
+        assert!(
+            windows.iter().any(|w| w[..] == r[..r.len() - 19]),
+            "a retry record of no window: {:?}",
+            String::from_utf8_lossy(&r[..r.len().min(40)])
+        );
+    }
     assert_eq!(
-        dbsize(&server),
-        keys.len() as i64,
-        "one Redis key per user key"
+        dbsize(&server) as usize,
+        windows.len() + records.len(),
+        "no other key"
     );
     l.reset(&keys[0]).unwrap();
     assert_eq!(

@@ -8,6 +8,8 @@ usage: gen.py {raw|rl|fcall|design} {admit|deny} N LUA_FILE [LIB_NAME]
 RL_COST_CLOCK=fixed: rl's calls (rl, fcall) bring a client clock that moves 1 ms every 4 calls,
 so how many calls share a millisecond (what an admission writes) no longer depends on how fast
 the machine runs them; Redis TIME is still read (the skew check). raw and design stay on TIME.
+rl's calls carry a call id and a record TTL as rl-core sends them (an admission writes its
+record, see the script's `Retries`); RL_COST_RECORDS=off prices the calls without them.
 """
 import hashlib
 import os
@@ -28,6 +30,7 @@ def main():
     # state of a hot key over its limit, what most calls of a throughput run are).
     limit, window = (10**12, 1000) if scenario == 'admit' else (10, 600000)
     fixed = os.environ.get('RL_COST_CLOCK') == 'fixed'
+    records = os.environ.get('RL_COST_RECORDS') != 'off'
     start = int(time.time() * 1000)
     out = []
     if kind == 'fcall':
@@ -41,8 +44,12 @@ def main():
             out.append('EVALSHA %s 2 rl:{k} rl:cfg:{k} 1700000000000 %d %d 0 0 gw' % (sha, window, limit))
         else:
             clock = (start + i // 4, 10**9) if fixed else (0, 1000)
-            args = 'rl1 %s %s' % (q(struct.pack('>dd', *clock)),
+            # With records: the records' TTL after the clock, and the call's id (ARGV[4]).
+            tail = b'2000' if records else b''
+            args = 'rl1 %s %s' % (q(struct.pack('>dd', *clock) + tail),
                                   q(struct.pack('>dddd', 1, window, limit, 1)))
+            if records:
+                args += ' %s' % q(b'costtag0' + struct.pack('>Q', i + 1))
             if kind == 'fcall':
                 out.append('FCALL %s 1 rl:{k} %s' % (sys.argv[5], args))
             else:

@@ -18,6 +18,7 @@ use std::sync::Mutex;
 
 use tokio::sync::oneshot;
 
+use super::attempts::Sent;
 use super::Verdict;
 use crate::error::Result;
 use crate::fork::ForkLocal;
@@ -29,6 +30,10 @@ pub(crate) struct Op {
     pub window_ms: u64,
     pub limit: u64,
     pub cost: u64,
+    /// The caller's token, the same on its retry (0: none, a peek); see `attempts.rs`.
+    pub token: u64,
+    /// On a retry: the failed call the request was in, and its place there.
+    pub retry: Option<Sent>,
 }
 
 pub(crate) struct Waiter {
@@ -119,6 +124,8 @@ mod tests {
         window_ms: 1000,
         limit: 10,
         cost: 1,
+        token: 0,
+        retry: None,
     };
 
     fn follow(q: &Queues) -> oneshot::Receiver<Result<Verdict>> {

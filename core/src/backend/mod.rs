@@ -1,6 +1,7 @@
 //! Where windows are kept. Both backends implement the same algorithm (the one in
 //! `lua/sliding_window.lua`); the property test `tests/model.rs` holds them to identical decisions.
 
+pub(crate) mod attempts;
 pub(crate) mod coalesce;
 pub(crate) mod connection;
 pub(crate) mod functions;

@@ -21,6 +21,7 @@ use redis::cluster_routing::{
 };
 use tokio::sync::oneshot;
 
+use super::attempts::Attempts;
 use super::coalesce::{Op, Queues, Turn, Waiter, MAX_WAITING};
 use super::connection::{Conn, Connector};
 use super::functions::Caller;
@@ -30,6 +31,7 @@ use super::{Request, Verdict};
 use crate::clock::Clock;
 use crate::composite::Plan;
 use crate::error::{Error, ErrorKind, Result};
+use crate::fork::ForkLocal;
 use crate::primaries::Primary;
 
 pub(crate) struct RedisBackend {
@@ -44,6 +46,13 @@ struct Shared {
     queues: Queues,
     /// FCALL of the window library, or EVALSHA where functions are refused.
     caller: Caller,
+    /// Call ids and the requests of failed calls, so a retry is never counted twice.
+    attempts: ForkLocal<Attempts>,
+    /// How long (ms, decimal text) the script keeps a call's record: its retry comes within the
+    /// request timeout; twice that, and at least 2 s, covers a retry sent just before it. `None`
+    /// where no call is ever retried (`retry_delay` >= `request_timeout`): no record is written
+    /// (one SET per admitting call saved), and no request gets a token.
+    record_ms: Option<Vec<u8>>,
 }
 
 impl std::fmt::Debug for RedisBackend {
@@ -93,6 +102,9 @@ pub(crate) struct LeaseReply {
 pub(crate) struct Settings {
     pub connect_timeout: Duration,
     pub request_timeout: Duration,
+    /// Whether a failed call is ever retried (below `request_timeout`): decides if calls ask
+    /// for records (see `attempts.rs`).
+    pub retry_delay: Duration,
     /// A client clock instead of Redis TIME, and its allowed distance from it.
     pub clock: Option<Arc<dyn Clock>>,
     pub max_clock_skew_ms: u64,
@@ -117,6 +129,13 @@ impl RedisBackend {
                 max_skew_ms: options.max_clock_skew_ms,
                 queues: Queues::default(),
                 caller: Caller::default(),
+                attempts: ForkLocal::new(),
+                record_ms: (options.retry_delay < options.request_timeout).then(|| {
+                    (2 * options.request_timeout.as_millis() as u64)
+                        .max(2000)
+                        .to_string()
+                        .into_bytes()
+                }),
             }),
         })
     }
@@ -125,14 +144,33 @@ impl RedisBackend {
         self.shared.connector.topology.name()
     }
 
+    /// A token for a consuming request (see `attempts.rs`): its caller passes the same one to
+    /// [`RedisBackend::join`] on every attempt.
+    /// 0 (none) where calls are never retried.
+    pub(crate) fn token(&self) -> u64 {
+        if self.shared.record_ms.is_none() {
+            return 0;
+        }
+        self.shared.attempts.get().token()
+    }
+
+    /// Retries the script answered from their first attempt's record: admitted, not counted again.
+    pub(crate) fn deduplicated(&self) -> u64 {
+        let a = self.shared.attempts.get();
+        a.deduplicated.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Takes `req`'s place for `redis_key`: its own call, or a place behind the call in flight.
-    /// A full queue is `BackendUnavailable` for this request alone; nothing was sent.
-    pub(crate) fn join(&self, req: &Request<'_>, redis_key: &[u8]) -> Result<Ticket> {
+    /// `token`: the request's (0 for a peek), the same on its retry. A full queue is
+    /// `BackendUnavailable` for this request alone; nothing was sent.
+    pub(crate) fn join(&self, req: &Request<'_>, redis_key: &[u8], token: u64) -> Result<Ticket> {
         let op = Op {
             consume: req.consume,
             window_ms: req.window_ms,
             limit: req.limit,
             cost: req.cost,
+            token,
+            retry: self.shared.attempts.get().retrying(token),
         };
         match self.shared.queues.join(redis_key, op) {
             Some(Turn::Lead(op)) => Ok(Ticket::Lead(Lead { shared: self.shared.clone(), key: redis_key.into(), op, call: Call::NotSent })),
@@ -565,19 +603,79 @@ impl Shared {
         })
     }
 
-    /// One script call deciding `ops` on `redis_key`, in order.
+    /// One script call deciding `ops` on `redis_key`, in order, under a new call id (see
+    /// `attempts.rs`). After a connection-class error its consuming requests are remembered, so
+    /// their retries name this call.
     async fn call(&self, redis_key: &[u8], ops: &[Op]) -> Result<Vec<Verdict>> {
+        let attempts = self.attempts.get();
+        let call_id = attempts.call_id();
+        let r = self.send(redis_key, ops, &call_id).await;
+        match &r {
+            Err(e) if e.kind() == ErrorKind::BackendUnavailable => {
+                for (i, op) in ops.iter().enumerate() {
+                    if op.token != 0 {
+                        attempts.failed(op.token, (call_id, i as u64 + 1));
+                    }
+                }
+            }
+            Ok((_, 0)) | Err(_) => {}
+            Ok((_, n)) => {
+                let n = *n;
+                attempts
+                    .deduplicated
+                    .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        r.map(|(v, _)| v)
+    }
+
+    /// [`Shared::call`]'s script call: the verdicts, and how many were retries answered from
+    /// their first attempt's record.
+    async fn send(
+        &self,
+        redis_key: &[u8],
+        ops: &[Op],
+        call_id: &[u8],
+    ) -> Result<(Vec<Verdict>, u64)> {
         let (id, mut conn): (u64, Conn) = self.connector.get().await?;
         let client_now = self.clock.as_ref().map(|c| c.now_ms());
-        let clock = script::pack(&[client_now.unwrap_or(0), self.max_skew_ms]);
+        let mut clock = script::pack(&[client_now.unwrap_or(0), self.max_skew_ms]);
+        // Only a call with a request that may be retried (a token) asks for a record: its id, and
+        // the records' TTL after the clock (the same in every call, parsed once by the script).
+        let record = self
+            .record_ms
+            .as_deref()
+            .filter(|_| ops.iter().any(|op| op.token != 0));
+        if let Some(ttl) = record {
+            clock.extend_from_slice(ttl);
+        }
         let mut requests = Vec::with_capacity(ops.len() * 4);
         for op in ops {
             requests.extend_from_slice(&[op.consume as u64, op.window_ms, op.limit, op.cost]);
         }
         let requests = script::pack(&requests);
-        let args: [&[u8]; 3] = [b"rl1", &clock, &requests];
+        // Per request: the failed call it was in (zeros: none) and its place there (0: none).
+        let mut retries = Vec::new();
+        if ops.iter().any(|op| op.retry.is_some()) {
+            for op in ops {
+                let (was, place) = op.retry.unwrap_or(([0; 16], 0));
+                retries.extend_from_slice(&was);
+                retries.extend_from_slice(&script::pack(&[place]));
+            }
+        }
+        let mut args: Vec<&[u8]> = vec![b"rl1", &clock, &requests];
+        if record.is_some() {
+            args.push(call_id);
+        }
+        if !retries.is_empty() {
+            args.push(&retries);
+        }
         let reply = self.check(id, self.caller.call(&mut conn, redis_key, &args).await)?;
-        parse_reply(reply, ops.len(), client_now, self.max_skew_ms)
+        let again = script::answered_again(&reply);
+        Ok((
+            parse_reply(reply, ops.len(), client_now, self.max_skew_ms)?,
+            again,
+        ))
     }
 }
 

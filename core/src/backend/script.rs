@@ -115,6 +115,21 @@ pub(crate) fn parse_composite_reply(
 }
 
 /// Reads `{status, ...}` (see the script's header) into one verdict per request, or a typed error.
+/// How many requests of a native reply were retries answered from their first attempt's record
+/// (`allowed` 2: admitted then, not counted again).
+pub(crate) fn answered_again(reply: &Value) -> u64 {
+    let Value::Array(items) = reply else {
+        return 0;
+    };
+    if items.first().and_then(int) != Some(0) {
+        return 0;
+    }
+    items[1..]
+        .chunks(5)
+        .filter(|v| v.first().and_then(int) == Some(2))
+        .count() as u64
+}
+
 pub(crate) fn parse_reply(
     reply: Value,
     requests: usize,
@@ -139,7 +154,8 @@ pub(crate) fn parse_reply(
                     .collect::<Option<_>>()
                     .ok_or_else(|| bad("field"))?;
                 Ok(Verdict {
-                    allowed: n[0] == 1,
+                    // 2: admitted by an earlier attempt of this request (see `answered_again`).
+                    allowed: n[0] == 1 || n[0] == 2,
                     used: n[1],
                     retry_after_ms: n[2],
                     reset_after_ms: n[3],

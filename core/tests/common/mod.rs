@@ -59,6 +59,20 @@ pub fn dbsize(server: &RedisServer) -> i64 {
     cmd(server, &[b"DBSIZE"]).as_int().unwrap()
 }
 
+/// Whether `k` is an admission's retry record, `<window key>:r:<16-byte call id>` (README: Retry),
+/// not a window.
+pub fn is_retry_record(k: &[u8]) -> bool {
+    k.len() > 19 && &k[k.len() - 19..k.len() - 16] == b":r:" && k[..k.len() - 19].ends_with(b"}")
+}
+
+/// The keys that hold windows (or leases): every key but the short-lived retry records.
+pub fn window_keys(server: &RedisServer) -> Vec<Vec<u8>> {
+    keys(server)
+        .into_iter()
+        .filter(|k| !is_retry_record(k))
+        .collect()
+}
+
 pub fn keys(server: &RedisServer) -> Vec<Vec<u8>> {
     match cmd(server, &[b"KEYS", b"*"]) {
         RespValue::Array(items) => items
