@@ -165,6 +165,37 @@ fn calls(now_ms: u64) -> impl Strategy<Value = Call> {
             .prop_map(|(o, w, l, c)| vec![f64::from(o), w as f64, l as f64, c as f64]),
         1 => prop::collection::vec(num(now), 4..5),
     ];
+    // Retry records (the script's `Retries`): the records' TTL after the clock, a call id
+    // (ARGV[4]) from a small pool, so that later calls' retries (ARGV[5]) find earlier calls'
+    // records, and per request the call and place it retries.
+    let ids = || prop::sample::select(vec![[1u8; 16], [2u8; 16], [0u8; 16]]);
+    // Valid TTLs are long: a record expiring between the before/after snapshots of a refused
+    // call would look like a write.
+    let ttl = prop_oneof![
+        3 => Just(b"600000".to_vec()),
+        1 => prop::sample::select(vec![
+            "0", "-1", "2592000001", "1e6", " 600000", "600000.5", "0x100000", "", "inf",
+        ])
+        .prop_map(|t| t.as_bytes().to_vec()),
+        1 => prop::collection::vec(any::<u8>(), 1..6),
+    ];
+    let id = prop_oneof![
+        4 => ids().prop_map(|id| id.to_vec()),
+        1 => prop::collection::vec(any::<u8>(), 0..20),
+    ];
+    let retry = prop_oneof![
+        4 => prop::collection::vec((ids(), prop_oneof![3 => 0u64..4, 1 => Just(1001u64)]), 0..5)
+            .prop_map(|v| {
+                v.iter()
+                    .flat_map(|(id, place)| [id.to_vec(), packed(&[*place as f64])].concat())
+                    .collect::<Vec<u8>>()
+            }),
+        1 => prop::collection::vec(any::<u8>(), 0..30),
+    ];
+    let record = prop_oneof![
+        3 => Just(None),
+        2 => (ttl, id, prop::option::of(retry)).prop_map(Some),
+    ];
     let native = (
         prop_oneof![4 => keys(1..2), 1 => keys(0..3)],
         clock(now),
@@ -173,12 +204,59 @@ fn calls(now_ms: u64) -> impl Strategy<Value = Call> {
                 .prop_map(|r| packed(&r.concat())),
             1 => blob(0..9, now),
         ],
+        record,
         cut.clone(),
     )
-        .prop_map(|(keys, clock, reqs, cut)| Call {
-            conv: Conv::Native,
-            keys,
-            argv: arity(vec![b"rl1".to_vec(), clock, reqs], cut),
+        .prop_map(|(keys, mut clock, reqs, record, cut)| {
+            let mut argv = vec![b"rl1".to_vec()];
+            let mut extra = Vec::new();
+            if let Some((ttl, id, retry)) = record {
+                clock.extend(ttl);
+                extra.push(id);
+                extra.extend(retry);
+            }
+            argv.extend([clock, reqs]);
+            argv.extend(extra);
+            Call {
+                conv: Conv::Native,
+                keys,
+                argv: arity(argv, cut),
+            }
+        });
+    // Well-formed calls with records: acquisitions on a pooled key, a call id from the pool, and
+    // (half the time) one retry entry per request naming a pooled call and a place, so that
+    // retries meet records that earlier calls wrote.
+    let recorded = (
+        keys(1..2),
+        prop::collection::vec((1u64..3000, 1u64..30, 1u64..3, ids(), 0u64..4), 1..4),
+        ids(),
+        any::<bool>(),
+    )
+        .prop_map(|(keys, reqs, id, retry)| {
+            let requests: Vec<f64> = reqs
+                .iter()
+                .flat_map(|&(w, l, c, _, _)| [1.0, w as f64, l as f64, c.min(l) as f64])
+                .collect();
+            let mut argv = vec![
+                b"rl1".to_vec(),
+                [packed(&[0.0, 1000.0]), b"600000".to_vec()].concat(),
+                packed(&requests),
+                id.to_vec(),
+            ];
+            if retry {
+                argv.push(
+                    reqs.iter()
+                        .flat_map(|(_, _, _, was, place)| {
+                            [was.to_vec(), packed(&[*place as f64])].concat()
+                        })
+                        .collect(),
+                );
+            }
+            Call {
+                conv: Conv::Native,
+                keys,
+                argv,
+            }
         });
     let lease_args = prop_oneof![
         2 => (1u64..5000, 1u64..100, 0u64..20, 1u64..5, 1u64..2000, 0u64..4, 0u64..4, 0u64..20)
@@ -243,7 +321,7 @@ fn calls(now_ms: u64) -> impl Strategy<Value = Call> {
             keys,
             argv: arity(vec![b"rl1C".to_vec(), clock, rules], cut),
         });
-    prop_oneof![design, native, lease, composite]
+    prop_oneof![2 => design, 2 => native, 1 => recorded, 2 => lease, 2 => composite]
 }
 
 fn int(v: &RespValue) -> Option<i64> {
@@ -301,9 +379,14 @@ fn classify(call: &Call, reply: &RespValue) -> Result<bool, String> {
             let valid = match call.conv {
                 Conv::Native => {
                     let reqs = call.argv[2].len() / 32;
+                    // 2: a retry its earlier attempt's record shows as admitted (only a retry).
+                    let retry = call.argv.len() == 5;
                     n.len() == 5 * reqs
-                        && n.chunks(5)
-                            .all(|r| bit(r[0]) && r[1..].iter().all(|&x| x >= 0) && r[4] > 0)
+                        && n.chunks(5).all(|r| {
+                            (bit(r[0]) || (retry && r[0] == 2))
+                                && r[1..].iter().all(|&x| x >= 0)
+                                && r[4] > 0
+                        })
                 }
                 Conv::Lease => {
                     let want = f64::from_be_bytes(call.argv[2][16..24].try_into().unwrap());
@@ -376,6 +459,8 @@ fn random_argv_in_every_convention_is_decided_or_refused_and_a_refusal_writes_no
     let sent = std::cell::Cell::new(0u64);
     // Decisions made through FCALL: the Functions path must be exercised, not just loaded.
     let by_fcall = std::cell::Cell::new(0u64);
+    // rl1 calls decided with a call id (they may write a record), and retries a record answered.
+    let (recorded, answered) = (std::cell::Cell::new(0u64), std::cell::Cell::new(0u64));
     let mut runner = TestRunner::new(Config {
         cases,
         failure_persistence: None,
@@ -405,6 +490,13 @@ fn random_argv_in_every_convention_is_decided_or_refused_and_a_refusal_writes_no
             if decided && args[0] == b"FCALL" {
                 by_fcall.set(by_fcall.get() + 1);
             }
+            if decided && call.conv == Conv::Native && call.argv.len() >= 4 {
+                recorded.set(recorded.get() + 1);
+                if let RespValue::Array(items) = &reply {
+                    let again = items[1..].chunks(5).filter(|r| int(&r[0]) == Some(2));
+                    answered.set(answered.get() + again.count() as u64);
+                }
+            }
             if !decided {
                 let after = snapshot(&mut c);
                 prop_assert_eq!(
@@ -424,8 +516,17 @@ fn random_argv_in_every_convention_is_decided_or_refused_and_a_refusal_writes_no
         .unwrap_or_else(|e| panic!("{e}"));
     let counts = counts.into_inner();
     eprintln!(
-        "calls (convention, decided): {counts:?}; decided by FCALL: {}",
-        by_fcall.get()
+        "calls (convention, decided): {counts:?}; decided by FCALL: {}; rl1 with a call id {}, \
+         retries answered from a record {}",
+        by_fcall.get(),
+        recorded.get(),
+        answered.get()
+    );
+    assert!(
+        cases < 400 || (recorded.get() > 0 && answered.get() > 0),
+        "the retry records were never exercised: {} calls with an id, {} answered",
+        recorded.get(),
+        answered.get()
     );
     assert!(
         !functions || cases < 400 || by_fcall.get() > 0,
