@@ -16,6 +16,8 @@ const W: u32 = 1400;
 const HEADER_H: u32 = 70;
 const PANEL_H: u32 = 310;
 const H: u32 = HEADER_H + 3 * PANEL_H;
+/// The right margin of each panel, where its legend is.
+const LEGEND_W: i32 = 140;
 
 /// The font every text is drawn in, and the Debian package it comes from.
 pub const FONT_PATH: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
@@ -170,11 +172,18 @@ fn panel(
     let mut chart = ChartBuilder::on(area)
         .caption(name, (FAMILY, 20))
         .margin_left(10)
-        .margin_right(40)
+        .margin_right(LEGEND_W as u32)
         .margin_bottom(6)
         .x_label_area_size(42)
         .y_label_area_size(80)
         .build_cartesian_2d(0f64..t_end, 0f64..y_max)?;
+    let y_label = |v: &f64| {
+        if y_max >= 10.0 {
+            format!("{v:.0}")
+        } else {
+            format!("{v:.1}")
+        }
+    };
     let secs = |ms: u64| ms.saturating_sub(start_ms) as f64 / 1000.0;
     chart.draw_series(faults.iter().map(|f| {
         let (a, b) = (secs(f.start_ms).min(t_end), secs(f.end_ms).min(t_end));
@@ -186,6 +195,8 @@ fn panel(
         .y_desc(y_desc)
         .x_labels(16)
         .y_labels(6)
+        .x_label_formatter(&|v| format!("{v:.0}"))
+        .y_label_formatter(&y_label)
         .label_style((FAMILY, 14))
         .axis_desc_style((FAMILY, 15))
         .light_line_style(WHITE.mix(0.0))
@@ -195,23 +206,26 @@ fn panel(
         EmptyElement::at((secs(f.start_ms), y_max))
             + Text::new(letter(f.kind), (2, 2), (FAMILY, 14).into_font())
     }))?;
-    for (colour, legend, values) in series {
-        let colour = *colour;
-        chart
-            .draw_series(LineSeries::new(
-                samples.iter().zip(values).map(|(s, v)| (s.secs, *v)),
-                colour.stroke_width(2),
-            ))?
-            .label(legend.as_str())
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], colour.stroke_width(3)));
+    for (colour, _, values) in series {
+        chart.draw_series(LineSeries::new(
+            samples.iter().zip(values).map(|(s, v)| (s.secs, *v)),
+            colour.stroke_width(2),
+        ))?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .label_font((FAMILY, 14))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK.mix(0.4))
-        .draw()?;
+    // The legend goes in the right margin, where it hides no line and no fault's letter.
+    let x = W as i32 - LEGEND_W + 12;
+    for (i, (colour, legend, _)) in series.iter().enumerate() {
+        let y = 50 + 22 * i as i32;
+        area.draw(&PathElement::new(
+            [(x, y), (x + 22, y)],
+            colour.stroke_width(3),
+        ))?;
+        area.draw(&Text::new(
+            legend.as_str(),
+            (x + 30, y - 8),
+            (FAMILY, 15).into_font(),
+        ))?;
+    }
     Ok(())
 }
 
