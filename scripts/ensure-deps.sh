@@ -12,6 +12,8 @@ command -v openssl >/dev/null 2>&1 || need_apt+=(openssl) # the TLS tests' throw
 # rl serve's auth_request test runs Debian's nginx (its own config, its own port; the system
 # service the package installs is never used). /usr/sbin is off some users' PATH.
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need_apt+=(nginx)
+# `rl soak` draws its plot's text in DejaVu Sans (read at run time; no fontconfig needed).
+[ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need_apt+=(fonts-dejavu-core)
 
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "ensure-deps: installing ${need_apt[*]} from Debian's packages"

@@ -9,7 +9,6 @@ mod exact;
 mod faults;
 mod load;
 mod plot;
-mod png;
 mod report;
 mod sample;
 
@@ -222,14 +221,15 @@ pub fn run(a: SoakArgs) -> CliResult<u8> {
         &faults,
         start_ms,
         &format!(
-            "RL SOAK: {} S, {} KEYS X 2 GROUPS, {}/S OFFERED, LIMIT {} PER {} MS",
+            "rl soak: {} s, {} keys × 2 groups, {}/s offered, limit {} per {} ms",
             started.elapsed().as_secs(),
             a.keys,
             a.rate,
             a.limit,
             a.window
         ),
-    );
+    )
+    .map_err(|e| Failure::new(format!("soak plot: {e}")))?;
     if let Some(dir) = a.plot.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
     }
