@@ -88,6 +88,10 @@ pub(crate) struct Instance {
     outstanding: Mutex<Option<u32>>,
     /// This instance's leases (`lease.rs`); a forked child starts without any.
     leases: Table,
+    /// Connections dropped for a possibly moved primary whose successor `settle` has checked.
+    settled: AtomicU64,
+    /// One `settle` at a time: the others wait for its answer.
+    settling: tokio::sync::Mutex<()>,
 }
 
 impl Instance {
@@ -106,6 +110,8 @@ impl Instance {
             flush_now: Arc::new(Notify::new()),
             primaries: Mutex::new(Primaries::default()),
             outstanding: Mutex::new(None),
+            settled: AtomicU64::new(0),
+            settling: tokio::sync::Mutex::new(()),
         }
     }
 }
@@ -294,6 +300,7 @@ impl RedisPath {
         // (`backend/attempts.rs`).
         let token = if req.consume { self.backend.token() } else { 0 };
         loop {
+            self.settle(deadline).await;
             let started = Instant::now();
             let ticket = match self.backend.join(req, redis_key, token) {
                 Ok(ticket) => ticket,
@@ -410,6 +417,7 @@ impl RedisPath {
         let deadline = Instant::now() + self.request_timeout;
         let mut retried = false;
         loop {
+            self.settle(deadline).await;
             let started = Instant::now();
             let call = self.backend.decide_all(redis_keys, plan);
             let (e, reason) = match self.watch(call, started, deadline).await {
@@ -574,6 +582,7 @@ impl RedisPath {
     ) -> Result<crate::backend::redis::LeaseReply> {
         let (window_ms, limit) =
             req.map_or((r.old_window_ms, r.old_limit), |q| (q.window_ms, q.limit));
+        self.settle(Instant::now() + self.request_timeout).await;
         let reply = self
             .backend
             .lease(
@@ -768,6 +777,43 @@ impl RedisPath {
                 _ = lag.run() => {}
             }
         });
+    }
+
+    /// Before a call on a connection made anew after an error that may mean the primary moved
+    /// (Sentinel), checks who is primary and, if it is a new one, writes back what it lacks
+    /// (`flush`): a live primary demoted after `SENTINEL FAILOVER` drops what it admitted since
+    /// the promotion, and the new one must not decide without those permits (measured: 146 in
+    /// one window at limit 100 without this; `core/tests/topologies.rs`). One caller checks, the
+    /// others wait for it; by `deadline`, after which the call goes on (and its own deadline
+    /// decides). Costs an atomic load while no connection was dropped.
+    async fn settle(&self, deadline: Instant) {
+        let dropped = self.backend.forgotten();
+        if !self.fallback || dropped <= self.settled.load(Ordering::Acquire) {
+            return;
+        }
+        // Boxed: nested in every call's future, the check's states would make it too deep for
+        // the compiler's layout limit (and larger for the calls that never need it).
+        let check: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> =
+            Box::pin(async move {
+                let _one = self.settling.lock().await;
+                if dropped <= self.settled.load(Ordering::Acquire) {
+                    return;
+                }
+                let repaired = async {
+                    self.check_primary().await?;
+                    self.flush().await
+                }
+                .await;
+                match repaired {
+                    Ok(()) => {
+                        self.settled.fetch_max(dropped, Ordering::AcqRel);
+                    }
+                    Err(e) => {
+                        tracing::debug!(error = %e, "rl: could not check the primary before a call")
+                    }
+                }
+            });
+        let _ = tokio::time::timeout_at(deadline.into(), check).await;
     }
 
     /// Reads who is primary for which slots; a server that was never primary before (a failover,

@@ -586,3 +586,92 @@ fn an_acl_user_from_the_url_authenticates_on_the_sentinels_primary() {
         "names the auth failure: {e}"
     );
 }
+
+/// `SENTINEL FAILOVER` of a live primary: the Sentinels promote the replica while the old primary
+/// still takes writes, and only demote it (it then drops what it took meanwhile and copies the new
+/// primary) seconds later. The limiters decide on the old primary until it answers `READONLY`,
+/// then on the new one, whose windows lack the permits the old one admitted in the last window.
+/// They must write those back (the failover repair) before the new primary decides anything.
+#[test]
+fn a_sentinel_failover_of_a_live_primary_is_repaired_before_the_new_primary_decides() {
+    let _heavy = heavy();
+    let trio = SentinelTrio::start().unwrap();
+    let rt = runtime();
+    let (n, limit, window) = (2usize, 100u64, 1000u64);
+    let url = trio.url();
+    let limiters: Vec<Limiter> = (0..n)
+        .map(|_| Limiter::open(Some(&url), Options::default()).unwrap())
+        .collect();
+    rt.block_on(async {
+        for l in &limiters {
+            assert_eq!(
+                l.acquire("warm-up", 1000, 1000, 1).await.unwrap().mode,
+                Mode::Normal
+            );
+        }
+    });
+    wait_until(
+        "every instance sees 2 live instances",
+        Duration::from_secs(5),
+        || limiters.iter().all(|l| l.stats().instances == n as u64),
+    );
+    let before = trio.current_primary_port().unwrap();
+    let (records, asked) = std::thread::scope(|s| {
+        // 3x the limit: 2 instances x 150/s against 100/s.
+        let load = s.spawn(|| {
+            rt.block_on(drive(
+                &limiters,
+                "live-failover",
+                limit,
+                window,
+                150,
+                Duration::from_secs(20),
+            ))
+        });
+        std::thread::sleep(Duration::from_secs(2));
+        let asked = Instant::now();
+        let reply = trio.sentinels()[0]
+            .command(&[b"SENTINEL", b"FAILOVER", rl_harness::MASTER_NAME.as_bytes()])
+            .unwrap();
+        assert!(!reply.is_error(), "SENTINEL FAILOVER: {reply:?}");
+        (load.join().unwrap(), asked)
+    });
+    let after = trio.current_primary_port().unwrap();
+    let admitted: Vec<_> = records.iter().filter_map(|r| r.admitted()).collect();
+    let max = max_in_any_window(&admitted, window);
+    let stats: Vec<_> = limiters.iter().map(|l| l.stats()).collect();
+    println!(
+        "REPORT Sentinel failover of a live primary (SENTINEL FAILOVER), {n} instances x 150/s, limit {limit}/{window} ms: \
+         decisions {}; max admitted in any window {max}; failovers seen {:?}; repaired {}; worst window {}",
+        per_mode(&records),
+        stats.iter().map(|s| s.failovers).collect::<Vec<_>>(),
+        stats.iter().map(|s| s.repaired_permits).sum::<u64>(),
+        worst_window(&records, window, asked, asked),
+    );
+    assert_ne!(before, after, "the Sentinels named a new primary");
+    assert!(
+        stats.iter().all(|s| s.failovers >= 1),
+        "every instance saw the new primary: {stats:?}"
+    );
+    assert!(
+        max <= limit + limit / 100,
+        "{max} admitted in one window at limit {limit}"
+    );
+}
+
+/// A Sentinel URL naming a master the Sentinels do not know is the caller's error, not an outage
+/// (local decisions would hide it for good); mid-failover, after the name has had a primary, the
+/// same answer is an outage (the test above and `leases.rs`'s Sentinel failover go through it).
+#[test]
+fn a_master_name_the_sentinels_do_not_know_is_an_error_for_the_caller() {
+    let trio = SentinelTrio::start().unwrap();
+    let url = trio
+        .url()
+        .replace(rl_harness::MASTER_NAME, "no-such-master");
+    assert!(url.contains("no-such-master"), "{url}");
+    let l = Limiter::open(Some(&url), Options::default()).unwrap();
+    let e = runtime().block_on(l.acquire("k", 10, 1000, 1)).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Backend, "{e}");
+    assert!(e.to_string().contains("not found"), "{e}");
+    assert_eq!(l.stats().mode, Mode::Normal, "{:?}", l.stats());
+}

@@ -14,7 +14,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::sentinel::SentinelClient;
 
 use super::topology::Topology;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::fork::ForkLocal;
 
 #[derive(Clone)]
@@ -62,6 +62,9 @@ struct Slot {
     /// Serialises connecting; holds the Sentinel client (its Sentinel connections are reused).
     connecting: tokio::sync::Mutex<Option<SentinelClient>>,
     made: AtomicU64,
+    /// Connections dropped by `forget` (Sentinel: after an error, since the primary may have
+    /// moved); see [`Connector::forgotten`].
+    forgotten: AtomicU64,
 }
 
 pub(crate) struct Connector {
@@ -103,7 +106,18 @@ impl Connector {
                     .as_mut()
                     .expect("just set")
                     .async_get_client()
-                    .await?;
+                    .await
+                    .map_err(|e| {
+                        // No Sentinel names a master it can vouch for: mid-failover (the old one
+                        // down, the new one not yet promoted) once this name has had a primary,
+                        // an outage; before it ever had one, a wrong name (the caller's error).
+                        let unknown = e.kind() == redis::ErrorKind::MasterNameNotFoundBySentinel;
+                        if unknown && slot.made.load(Ordering::Relaxed) > 0 {
+                            Error::BackendUnavailable(e.to_string())
+                        } else {
+                            Error::from(e)
+                        }
+                    })?;
                 tracing::debug!(primary = ?client.get_connection_info().addr(), "rl: Sentinel named the primary");
                 Conn::Single(ConnectionManager::new_lazy_with_config(
                     client,
@@ -131,6 +145,14 @@ impl Connector {
             .unwrap_or_else(|p| p.into_inner());
         if conn.as_ref().map(|c| c.0) == Some(id) {
             *conn = None;
+            self.slot.get().forgotten.fetch_add(1, Ordering::AcqRel);
         }
+    }
+
+    /// How many connections `forget` dropped in this fork generation: the next one may reach
+    /// another primary. Counted before the next connection can be made, so a caller that reads
+    /// it before connecting knows whether its connection may be to a new primary.
+    pub(crate) fn forgotten(&self) -> u64 {
+        self.slot.get().forgotten.load(Ordering::Acquire)
     }
 }

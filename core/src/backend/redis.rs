@@ -140,6 +140,11 @@ impl RedisBackend {
         })
     }
 
+    /// Connections dropped because the primary may have moved (see `Connector::forgotten`).
+    pub(crate) fn forgotten(&self) -> u64 {
+        self.shared.connector.forgotten()
+    }
+
     pub(crate) fn topology_name(&self) -> &'static str {
         self.shared.connector.topology.name()
     }
