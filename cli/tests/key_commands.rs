@@ -217,11 +217,26 @@ fn every_option_reaches_the_cli_through_the_core_table() {
         "client_clock=true",
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // The window, and its admission's retry record (`<window key>:r:<16-byte call id>`).
     let keys = redis.command(&[b"KEYS", b"opt:*"]).expect("KEYS");
+    let rl_harness::RespValue::Array(keys) = keys else {
+        panic!("KEYS: {keys:?}")
+    };
+    let mut keys: Vec<Vec<u8>> = keys
+        .iter()
+        .map(|k| k.as_bytes().expect("a key").to_vec())
+        .collect();
+    keys.sort();
     assert_eq!(
-        keys,
-        rl_harness::RespValue::Array(vec![rl_harness::RespValue::Bulk(b"opt:{cli:opt}".to_vec())]),
-        "the window lives under the prefix given with -o key_prefix"
+        keys.first().map(Vec::as_slice),
+        Some(&b"opt:{cli:opt}"[..]),
+        "the window lives under the prefix given with -o key_prefix: {keys:?}"
+    );
+    assert!(
+        keys[1..].iter().all(
+            |k| k.len() == b"opt:{cli:opt}:r:".len() + 16 && k.starts_with(b"opt:{cli:opt}:r:")
+        ),
+        "nothing but the window and its retry record: {keys:?}"
     );
     // Bad ones are the core's errors, naming the option, before any I/O (exit 2).
     for (pair, named) in [
