@@ -1066,8 +1066,9 @@ async fn background(path: Weak<RedisPath>, (wake, flush_now): (Arc<Notify>, Arc<
     }
 }
 
-/// Unique per limiter: host, process and a random part, so restarts never reuse a live id.
-fn instance_id() -> String {
+/// A random 64-bit value, different per call and process (std's per-map random keys, the time
+/// and the pid; a clock before 1970 only drops the time's part): instance ids, call-id tags.
+pub(crate) fn random_u64() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u128(
@@ -1076,8 +1077,14 @@ fn instance_id() -> String {
             .unwrap_or_default()
             .as_nanos(),
     );
+    h.write_u32(std::process::id());
+    h.finish()
+}
+
+/// Unique per limiter: host, process and a random part, so restarts never reuse a live id.
+fn instance_id() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| "host".into());
-    format!("{host}:{}:{:016x}", std::process::id(), h.finish())
+    format!("{host}:{}:{:016x}", std::process::id(), random_u64())
 }

@@ -125,7 +125,10 @@ pub fn evaluate(
     start_ms: u64,
 ) -> Result<(), String> {
     let mut failures: Vec<String> = Vec::new();
-    let last = samples.last().cloned().unwrap_or_default();
+    // A run that sampled nothing measured nothing: it must not pass on zeros.
+    let Some(last) = samples.last().cloned() else {
+        return Err("the soak took no sample: nothing was measured".into());
+    };
     let secs = last.secs;
     let (periods, spells) = periods(samples, faults, start_ms);
     let in_period = |g: usize, t: u64| {

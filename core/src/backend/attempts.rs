@@ -37,17 +37,8 @@ pub(crate) struct Attempts {
 
 impl Default for Attempts {
     fn default() -> Self {
-        use std::hash::{BuildHasher, Hasher};
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u128(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap_or_default()
-                .as_nanos(),
-        );
-        h.write_u32(std::process::id());
         Attempts {
-            tag: h.finish().to_be_bytes(),
+            tag: crate::redis_path::random_u64().to_be_bytes(),
             calls: AtomicU64::new(0),
             tokens: AtomicU64::new(0),
             lost: Mutex::new(HashMap::new()),
