@@ -72,6 +72,16 @@ impl Connection {
         self.reader.get_mut().write_all(&encode(args))?;
         read_value(&mut self.reader)
     }
+
+    /// Several commands in one write and one round trip; their replies, in order.
+    pub fn pipeline(&mut self, commands: &[Vec<&[u8]>]) -> io::Result<Vec<RespValue>> {
+        let out: Vec<u8> = commands.iter().flat_map(|args| encode(args)).collect();
+        self.reader.get_mut().write_all(&out)?;
+        commands
+            .iter()
+            .map(|_| read_value(&mut self.reader))
+            .collect()
+    }
 }
 
 pub fn encode(args: &[&[u8]]) -> Vec<u8> {
