@@ -5,6 +5,15 @@
 //! reads Redis's count with each flush while Redis answers (`lua/repair.lua`'s reply), and a
 //! permit of its own leaving frees no room until Redis shows the room (`window.rs`, `Seen`).
 //! Measured before this: 150 admitted in one window at limit 100; after: 100.
+//!
+//! What this does not close (README, "What a switch can let through"): room that a read of
+//! Redis's count SHOWS can still be taken twice, by the instances on Redis and by the local one
+//! until its next read. So B here stops asking (and so reading) well before its permits leave: a
+//! read landing between their leaving and A taking the room is that other, documented, race.
+//! (The test waited for exactly 51 permits in Redis, which missed B's first call that the frozen
+//! server ran on the thaw; it then went on only once A's first permit left, ~1.9 s in, and
+//! whether B read before or after its permits left was a matter of milliseconds: 150 in one of
+//! five runs on a busy machine.)
 
 mod common;
 
@@ -50,20 +59,26 @@ fn a_local_instance_does_not_take_a_place_redis_gave_away_while_it_was_local() {
     let b_started = Instant::now();
     assert_eq!(take(&b, 60, Mode::Local), 49, "B's share is 50");
     server.thaw().unwrap();
+    // 51 or more: B's first call, sent to the frozen server and decided locally when it timed
+    // out, ran there on the thaw too (an overcount, never an undercount).
     wait_until(
         "B wrote its 50 local permits back",
         Duration::from_secs(5),
-        || checker.peek("k", limit, window).unwrap().used == 51,
+        || checker.peek("k", limit, window).unwrap().used >= 51,
     );
-    // A, on Redis, takes the rest of the window.
-    assert_eq!(take(&a, 60, Mode::Normal), 49);
-    // B keeps asking, locally (denied), while its 50 are in the window. Once they left, Redis
+    // A, on Redis, takes the rest of the window, well after B's permits (so they are still in
+    // the window when B's leave).
+    std::thread::sleep(Duration::from_millis(500).saturating_sub(b_started.elapsed()));
+    let written = checker.peek("k", limit, window).unwrap().used;
+    assert_eq!(take(&a, 60, Mode::Normal), limit - written);
+    // B keeps asking, locally (denied), while its 50 are in the window; its last read of Redis's
+    // count (at most a probe period after its last ask) still shows them. Once they left, Redis
     // has room for 50, which A takes at once; B must not take them too.
-    while b_started.elapsed() < Duration::from_millis(window - 50) {
+    while b_started.elapsed() < Duration::from_millis(window - 300) {
         take(&b, 1, Mode::Local);
         std::thread::sleep(Duration::from_millis(10));
     }
-    std::thread::sleep(Duration::from_millis(150));
+    std::thread::sleep(Duration::from_millis(window + 100).saturating_sub(b_started.elapsed()));
     let a_got = take(&a, 60, Mode::Normal);
     let b_got = take(&b, 60, Mode::Local);
     let max = max_in_any_window(&admitted.borrow(), window);
