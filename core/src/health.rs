@@ -269,9 +269,13 @@ impl Streak {
         self.probe_all(now, rtt.map(|r| (r, r)), t)
     }
 
-    /// [`Streak::probe`] with the probe's two round trips: the heartbeat's, and the slowest
-    /// server's (on Cluster, a PING to every master; elsewhere the heartbeat's again). A slow
-    /// heartbeat restarts the period as before; the slowest server's round trips count in the
+    /// [`Streak::probe`] with the probe's two round trips: the heartbeat's as measured, and the
+    /// slowest server's (on Cluster, a PING to every master; elsewhere the heartbeat's again),
+    /// less the client's scheduling lag. A heartbeat as slow as `slow_rtt` as measured restarts
+    /// the period whatever the lag: the lag excuses a slow call on the way to `local` (a busy
+    /// client is not a slow Redis), but it is no proof of a fast Redis on the way back (measured:
+    /// probes through an 8 ms fault proxy on a busy host, less three times the lag, read under
+    /// `recover_rtt` and started the period before the fault ended). The slowest server's round trips count in the
     /// median, so one master that stays slow holds the limiter `local` (no flapping while it
     /// is), while the odd spike of the slowest of several answers on a busy host does not
     /// restart the period (measured: with every spike restarting it, recovery on a loaded
@@ -365,6 +369,23 @@ mod tests {
             assert!(!s.probe_all(t0 + ms(25 * i), Some((ms(1), worst)), &h.t));
         }
         assert!(s.probe_all(t0 + ms(501), Some((ms(1), ms(1))), &h.t));
+    }
+
+    #[test]
+    fn a_heartbeat_slow_as_measured_restarts_recovery_whatever_the_lag_excuses() {
+        let h = health();
+        let ms = Duration::from_millis;
+        let t0 = Instant::now();
+        // 8 ms as measured, 0.5 ms once the client's lag is taken off: not a fast probe.
+        let mut s = Streak::default();
+        for i in 0..40 {
+            assert!(!s.probe_all(t0 + ms(25 * i), Some((ms(8), ms(0))), &h.t));
+        }
+        // Fast as measured from 1 s on: back only a whole period after that.
+        for i in 0..20 {
+            assert!(!s.probe_all(t0 + ms(1000 + 25 * i), Some((ms(1), ms(1))), &h.t));
+        }
+        assert!(s.probe_all(t0 + ms(1500), Some((ms(1), ms(1))), &h.t));
     }
 
     fn health() -> Health {

@@ -941,23 +941,28 @@ impl RedisPath {
         }
     }
 
-    async fn heartbeat(&self) -> Result<Duration> {
+    /// The heartbeat's round trip as measured, and Redis's part of it (while `local`, less the
+    /// client's own scheduling lag).
+    async fn heartbeat(&self) -> Result<(Duration, Duration)> {
         let started = Instant::now();
         let (live, server_ms) = self
             .backend
             .heartbeat(&self.fleet_key, &self.id, LIVE_MS)
             .await?;
-        let rtt = started.elapsed();
+        let measured = started.elapsed();
         self.discovered.store(live, Ordering::Relaxed);
         // Recovery is judged on Redis's part too: while `local` the probe is kept armed.
         let rtt = if self.is_local() {
             self.health.lag.arm();
-            rtt - self.health.excused(started, started + rtt, Duration::ZERO)
+            measured
+                - self
+                    .health
+                    .excused(started, started + measured, Duration::ZERO)
         } else {
-            rtt
+            measured
         };
         self.learn_offset(server_ms, rtt);
-        Ok(rtt)
+        Ok((measured, rtt))
     }
 }
 
@@ -999,7 +1004,7 @@ async fn background(path: Weak<RedisPath>, (wake, flush_now): (Arc<Notify>, Arc<
                 p.answering.store(false, Ordering::Relaxed);
             }
             let rtts = match beat {
-                Ok(rtt) => p.slowest_master(rtt).await.map(|worst| (rtt, worst)),
+                Ok((measured, rtt)) => p.slowest_master(rtt).await.map(|worst| (measured, worst)),
                 Err(_) => None,
             };
             if streak.probe_all(Instant::now(), rtts, &p.health.t) {
