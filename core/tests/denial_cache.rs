@@ -156,9 +156,11 @@ async fn offer_far_above_the_limit_and_check_every_denial() {
         denials.len(),
         &wrong[..wrong.len().min(5)]
     );
+    // A share, not a count: how many calls 3 s hold depends on the machine's speed and load
+    // (about 30% of the denials came from the caches both at 2,250 and at 3,400 denials).
     let cached = a.stats().denials_cached + c.stats().denials_cached;
     assert!(
-        cached > 1000,
+        denials.len() > 500 && cached * 5 > denials.len() as u64,
         "the cache answered only {cached} of {} denials",
         denials.len()
     );
