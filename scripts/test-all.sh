@@ -4,6 +4,8 @@
 # suites start and stop themselves. Exits non-zero if any suite fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each step's start, in seconds since the suite began: where CI's time goes.
+step() { echo "== $* (at ${SECONDS} s)"; }
 
 bash scripts/ensure-deps.sh
 # The server matrix's Redis 7.4, Redis 8.2 and Valkey 8.1, and the fault proxy (target/tools).
@@ -11,26 +13,26 @@ bash scripts/servers.sh
 bash scripts/toxiproxy.sh
 
 export CARGO_TERM_COLOR=never
-echo "== format and lints (cargo fmt --check, clippy -D warnings)"
+step "format and lints (cargo fmt --check, clippy -D warnings)"
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
-echo "== generated files are current (rl-gen --check)"
+step "generated files are current (rl-gen --check)"
 cargo run -q --locked -p rl-gen -- --check
-echo "== one version everywhere (scripts/check-versions.py)"
+step "one version everywhere (scripts/check-versions.py)"
 python3 scripts/check-versions.py
 
-echo "== build (workspace, debug)"
+step "build (workspace, debug)"
 cargo build --workspace --all-targets --locked
 
-echo "== Go programs for rl serve's gRPC tests (built once into target/tools)"
+step "Go programs for rl serve's gRPC tests (built once into target/tools)"
 bash serve/tools/build-go-tools.sh --peer >/dev/null
 
-echo "== Rust tests"
+step "Rust tests"
 cargo test --workspace --locked
 
 # The soak's short version (`make soak` is the long one): 60 s of mixed load with a fault every 4 s
 # (every kind at least once), asserting flat resources and exact windows; writes its plot.
-echo "== soak (60 s)"
+step "soak (60 s)"
 cargo run -q --locked -p rl-cli -- soak --duration 60s --fault-every 4s \
   --plot "${CARGO_TARGET_DIR:-target}/soak/short.png"
 
@@ -41,18 +43,18 @@ cargo run -q --locked -p rl-cli -- soak --duration 60s --fault-every 4s \
 MATRIX_TESTS=(--test exactness --test semantics --test design_script --test repair --test functions
   --test acl --test topologies)
 while IFS=$'\t' read -r name path version; do
-  echo "== server matrix: $name ($version)"
+  step "server matrix: $name ($version)"
   RL_REDIS_SERVER=$path cargo test -p rl-core --locked "${MATRIX_TESTS[@]}"
 done <"${CARGO_TARGET_DIR:-target}/tools/servers.tsv"
 
 # Each binding adds its suite here as it lands; each script builds only its own thin layer.
 for suite in bindings-c/test.sh bindings-python/test.sh bindings-node/test.sh bindings-java/test.sh; do
   if [ -f "$suite" ]; then
-    echo "== $suite"
+    step "$suite"
     bash "$suite"
   fi
 done
 # Last: the installable artifacts (make dist), each installed without cargo and run against Redis.
-echo "== scripts/test-dist.sh"
+step "scripts/test-dist.sh"
 bash scripts/test-dist.sh
-echo "== all suites passed"
+step "all suites passed"
