@@ -36,9 +36,31 @@ pub(crate) struct Op {
     pub retry: Option<Sent>,
 }
 
-pub(crate) struct Waiter {
-    pub op: Op,
-    pub tx: oneshot::Sender<Result<Verdict>>,
+/// What a queued request is, to the queue: how much of a script call it takes. Plain requests
+/// and composite ones (`composite_batch.rs`) queue the same way; only their bounds differ.
+pub(crate) trait Queued: Send + Sync + 'static {
+    /// What one request gets back.
+    type Out: Send + 'static;
+    /// Most requests one script call decides.
+    const MAX_BATCH: usize;
+    /// Most work (see [`Queued::weight`]) one script call does: a script call blocks Redis for
+    /// as long as it runs, so a batch is bounded by what it reads, not only by its requests.
+    const MAX_WEIGHT: usize;
+    /// This request's share of [`Queued::MAX_WEIGHT`].
+    fn weight(&self) -> usize {
+        1
+    }
+}
+
+impl Queued for Op {
+    type Out = Verdict;
+    const MAX_BATCH: usize = MAX_BATCH;
+    const MAX_WEIGHT: usize = MAX_BATCH;
+}
+
+pub(crate) struct Waiter<O: Queued = Op> {
+    pub op: O,
+    pub tx: oneshot::Sender<Result<O::Out>>,
 }
 
 /// Most requests one script call decides.
@@ -46,36 +68,51 @@ pub(crate) const MAX_BATCH: usize = 128;
 /// Most requests that may wait behind an in-flight call for one key.
 pub(crate) const MAX_WAITING: usize = 10_000;
 
-pub(crate) enum Turn {
+pub(crate) enum Turn<O: Queued = Op> {
     /// Nothing in flight for this key: the caller sends its own request now.
-    Lead(Op),
+    Lead(O),
     /// A call is in flight: the caller's request goes in a later batch.
-    Follow(oneshot::Receiver<Result<Verdict>>),
+    Follow(oneshot::Receiver<Result<O::Out>>),
 }
 
 /// Keys with a call in flight, each with the requests waiting behind it. Per fork generation: a
 /// child must neither wait behind its parent's in-flight calls nor on a lock a parent thread held.
-#[derive(Default)]
-pub(crate) struct Queues {
-    inner: ForkLocal<Mutex<HashMap<Vec<u8>, Waiting>>>,
+pub(crate) struct Queues<O: Queued = Op> {
+    inner: ForkLocal<Mutex<HashMap<Vec<u8>, Waiting<O>>>>,
+}
+
+impl<O: Queued> Default for Queues<O> {
+    fn default() -> Self {
+        Queues {
+            inner: ForkLocal::default(),
+        }
+    }
 }
 
 /// The requests behind one key's call in flight.
-#[derive(Default)]
-struct Waiting {
-    list: Vec<Waiter>,
+struct Waiting<O: Queued> {
+    list: Vec<Waiter<O>>,
     /// Whether a full queue was already swept of callers that gave up since the last batch: a
     /// flood past the bound costs one sweep per round trip, not one per overflowing call.
     swept: bool,
 }
 
-impl Queues {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Vec<u8>, Waiting>> {
+impl<O: Queued> Default for Waiting<O> {
+    fn default() -> Self {
+        Waiting {
+            list: Vec::new(),
+            swept: false,
+        }
+    }
+}
+
+impl<O: Queued> Queues<O> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Vec<u8>, Waiting<O>>> {
         self.inner.get().lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The caller's turn for `key`; `None` if `MAX_WAITING` live requests already wait for it.
-    pub(crate) fn join(&self, key: &[u8], op: Op) -> Option<Turn> {
+    pub(crate) fn join(&self, key: &[u8], op: O) -> Option<Turn<O>> {
         let mut g = self.lock();
         let Some(waiting) = g.get_mut(key) else {
             g.insert(key.to_vec(), Waiting::default());
@@ -94,9 +131,10 @@ impl Queues {
         Some(Turn::Follow(rx))
     }
 
-    /// The next batch for `key`, without the waiters whose callers gave up, or `None` after
-    /// marking the key idle because nothing (live) waits.
-    pub(crate) fn next_batch(&self, key: &[u8]) -> Option<Vec<Waiter>> {
+    /// The next batch for `key` (in arrival order, at most `O::MAX_BATCH` requests and
+    /// `O::MAX_WEIGHT` work, and never empty), without the waiters whose callers gave up, or
+    /// `None` after marking the key idle because nothing (live) waits.
+    pub(crate) fn next_batch(&self, key: &[u8]) -> Option<Vec<Waiter<O>>> {
         let mut g = self.lock();
         let waiting = g.get_mut(key)?;
         waiting.list.retain(|w| !w.tx.is_closed());
@@ -105,12 +143,19 @@ impl Queues {
             g.remove(key);
             return None;
         }
-        let n = waiting.list.len().min(MAX_BATCH);
+        let (mut n, mut weight) = (0, 0);
+        for w in waiting.list.iter().take(O::MAX_BATCH) {
+            weight += w.op.weight();
+            if n > 0 && weight > O::MAX_WEIGHT {
+                break;
+            }
+            n += 1;
+        }
         Some(waiting.list.drain(..n).collect())
     }
 
     /// Everything waiting for `key`, which becomes idle: the call in front of them got no answer.
-    pub(crate) fn clear(&self, key: &[u8]) -> Vec<Waiter> {
+    pub(crate) fn clear(&self, key: &[u8]) -> Vec<Waiter<O>> {
         self.lock().remove(key).map(|w| w.list).unwrap_or_default()
     }
 }
