@@ -102,9 +102,9 @@ struct Seen {
 /// user's, all of one cost.
 fn request(ip: u64, user: u64, cost: u64) -> Vec<Rule> {
     vec![
-        Rule::new("all", 50, 1000, cost),
+        Rule::new("all", 100, 1000, cost),
         Rule::new(format!("ip:{ip}"), 6, 300, cost),
-        Rule::new("all", 300, 5000, cost),
+        Rule::new("all", 600, 5000, cost),
         Rule::new(format!("user:{user}"), 12, 700, cost),
     ]
 }

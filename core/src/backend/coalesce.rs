@@ -12,6 +12,9 @@
 //! caller gave up on it (see `redis.rs`), and a waiter whose caller gave up (timed out, or was
 //! decided locally) is dropped before a batch goes out: after a freeze, Redis does not decide
 //! requests whose callers were already told something else, beyond the call that was on the wire.
+//!
+//! The queues are generic over the request kind ([`Queued`]): plain requests queue per window
+//! key, composite calls per slot (`composite_batch.rs`), with the same bounds and hand-on.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -193,6 +196,38 @@ mod tests {
             "nothing live waits: the key is idle"
         );
         assert!(matches!(q.join(b"k", OP), Some(Turn::Lead(_))));
+    }
+
+    /// A request of some weight, bounded at 3 per batch and 10 weight.
+    struct Heavy(usize);
+
+    impl Queued for Heavy {
+        type Out = ();
+        const MAX_BATCH: usize = 3;
+        const MAX_WEIGHT: usize = 10;
+        fn weight(&self) -> usize {
+            self.0
+        }
+    }
+
+    #[test]
+    fn a_batch_is_bounded_by_requests_and_by_weight_in_arrival_order() {
+        let q = Queues::<Heavy>::default();
+        assert!(matches!(q.join(b"s", Heavy(1)), Some(Turn::Lead(_))));
+        let _rx: Vec<_> = [4, 5, 2, 12, 1, 1, 1, 1]
+            .map(|w| match q.join(b"s", Heavy(w)) {
+                Some(Turn::Follow(rx)) => rx,
+                _ => panic!("expected a place"),
+            })
+            .into();
+        let weights = |b: Vec<Waiter<Heavy>>| b.iter().map(|w| w.op.0).collect::<Vec<_>>();
+        assert_eq!(q.next_batch(b"s").map(weights), Some(vec![4, 5]));
+        // Stops before the request that would pass the weight; never reorders.
+        assert_eq!(q.next_batch(b"s").map(weights), Some(vec![2]));
+        // One request heavier than the bound still goes, alone.
+        assert_eq!(q.next_batch(b"s").map(weights), Some(vec![12]));
+        assert_eq!(q.next_batch(b"s").map(weights), Some(vec![1, 1, 1]));
+        assert_eq!(q.next_batch(b"s").map(weights), Some(vec![1]));
     }
 
     #[test]

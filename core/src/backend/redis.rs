@@ -1,6 +1,7 @@
 //! The Redis backend: `lua/sliding_window.lua`, by FCALL of its library (`functions.rs`) or by
 //! EVALSHA (`script.rs`), over the topology's connection (`topology.rs`, `connection.rs`), with
-//! concurrent requests for one key sharing one call (`coalesce.rs`); also the heartbeat, primary
+//! concurrent requests for one key sharing one call (`coalesce.rs`; composite calls per slot,
+//! `composite_batch.rs`); also the heartbeat, primary
 //! discovery and repair calls the resilient path makes.
 //!
 //! The connection is made lazily on first use: opening a limiter never blocks or fails because
