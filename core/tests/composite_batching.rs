@@ -105,7 +105,7 @@ fn request(ip: u64, user: u64, cost: u64) -> Vec<Rule> {
         Rule::new("all", 100, 1000, cost),
         Rule::new(format!("ip:{ip}"), 6, 300, cost),
         Rule::new("all", 600, 5000, cost),
-        Rule::new(format!("user:{user}"), 12, 700, cost),
+        Rule::new(format!("user:{user}"), 30, 700, cost),
     ]
 }
 
@@ -269,4 +269,74 @@ fn a_lone_composite_call_goes_out_at_once_and_alone() {
         assert!(d.allowed);
         assert_eq!(script_calls(&server) - before, 1, "one request, one call");
     }
+}
+
+#[test]
+fn composite_callers_that_timed_out_during_a_freeze_are_not_decided_by_redis_afterwards() {
+    let _heavy = heavy();
+    let mut server = server();
+    let rt = runtime();
+    let timeout = Duration::from_millis(500);
+    // No fallback, so callers time out; no retry (a delay as long as the timeout): a retry is a
+    // new caller, alive when it is sent, whose call Redis may rightly decide.
+    let options = Options {
+        local_fallback: false,
+        request_timeout: timeout,
+        retry_delay: timeout,
+        ..Options::default()
+    };
+    let l = limiter_with(&server, options);
+    let rules = |ip: u64| {
+        vec![
+            Rule::new(format!("ip:{ip}"), 1_000_000, 60_000, 1),
+            Rule::new("all", 1_000_000, 60_000, 1),
+        ]
+    };
+    let warm = rt.block_on(l.acquire_all(&rules(0), Some(GROUP))).unwrap();
+    assert!(warm.allowed && warm.mode == Mode::Normal, "{warm:?}");
+
+    // Frozen at a quiet moment: the one call that reaches Redis is the first caller's own.
+    server.freeze().unwrap();
+    let results: Vec<(Duration, rl_core::Result<CompositeDecision>)> = rt.block_on(async {
+        let calls: Vec<_> = (0..64u64)
+            .map(|c| {
+                let (l, rules) = (l.clone(), rules(c % 8));
+                tokio::spawn(async move {
+                    let started = Instant::now();
+                    let r = l.acquire_all(&rules, Some(GROUP)).await;
+                    (started.elapsed(), r)
+                })
+            })
+            .collect();
+        let mut out = Vec::new();
+        for c in calls {
+            out.push(c.await.unwrap());
+        }
+        out
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    server.thaw().unwrap();
+    for (took, r) in &results {
+        let e = r.as_ref().expect_err("Redis was frozen: every caller times out");
+        assert_eq!(e.kind(), rl_core::ErrorKind::BackendUnavailable, "{e}");
+        assert!(
+            *took < timeout + Duration::from_millis(250),
+            "a caller waited {took:?}; request_timeout {timeout:?}"
+        );
+    }
+    // Once Redis answers again, a call on the same connection comes after every call left on it.
+    let (mut after, mut attempts) = (None, 0);
+    wait_until("Redis answers again", Duration::from_secs(10), || {
+        attempts += 1;
+        after = rt.block_on(l.acquire_all(&rules(0), Some(GROUP))).ok();
+        after.is_some()
+    });
+    // The shared key: the warm-up, at most the one call that was on the wire, and the attempts
+    // since (a failed one may have been decided too).
+    let held = after.unwrap().decisions[1].used;
+    println!("REPORT 64 composite callers timed out on a frozen Redis: Redis holds {held} permits on the shared key; warm-up + 1 sent + {attempts} after");
+    assert!(
+        held <= 2 + attempts,
+        "Redis holds {held}: a queued caller that gave up was sent"
+    );
 }
