@@ -74,13 +74,11 @@ fn concurrent_composite_calls_on_one_group_share_script_calls() {
     });
     let calls = script_calls(&server) - before;
     let requests = (CALLERS * EACH) as i64;
-    assert!(decisions.iter().all(|d| d.allowed && d.mode == Mode::Normal));
-    // Redis holds every admission once: the last caller's count of the shared key.
-    let most = decisions
+    assert!(decisions
         .iter()
-        .map(|d| d.decisions[1].used)
-        .max()
-        .unwrap();
+        .all(|d| d.allowed && d.mode == Mode::Normal));
+    // Redis holds every admission once: the last caller's count of the shared key.
+    let most = decisions.iter().map(|d| d.decisions[1].used).max().unwrap();
     assert_eq!(most, requests as u64, "every admission counted once");
     println!(
         "REPORT {CALLERS} callers x {EACH} composite calls on one group: {calls} script calls, {:.1} requests per call",
@@ -173,7 +171,8 @@ fn batched_composite_calls_are_exact_and_all_or_nothing_under_uneven_load() {
     // every admission); a denial before an admission that starts from the same count (the denial
     // saw that count, the admission made it larger). Denials change nothing, so their order among
     // themselves does not matter.
-    let before_all = |s: &Seen| s.d.decisions[0].used - if s.d.allowed { s.rules[0].cost } else { 0 };
+    let before_all =
+        |s: &Seen| s.d.decisions[0].used - if s.d.allowed { s.rules[0].cost } else { 0 };
     seen.sort_by_key(|s| (s.d.now_ms, before_all(s), s.d.allowed));
     let mut model = Model::default();
     for (i, s) in seen.iter().enumerate() {
@@ -252,7 +251,10 @@ fn batched_composite_calls_are_exact_and_all_or_nothing_under_uneven_load() {
     );
     assert!(denied * 2 > seen.len(), "the load is far above the limits");
     assert!(reached >= 3, "rules driven to their limits: {reached}");
-    assert!(calls < requests, "{calls} script calls for {requests} requests");
+    assert!(
+        calls < requests,
+        "{calls} script calls for {requests} requests"
+    );
 }
 
 #[test]
@@ -317,7 +319,9 @@ fn composite_callers_that_timed_out_during_a_freeze_are_not_decided_by_redis_aft
     std::thread::sleep(Duration::from_millis(300));
     server.thaw().unwrap();
     for (took, r) in &results {
-        let e = r.as_ref().expect_err("Redis was frozen: every caller times out");
+        let e = r
+            .as_ref()
+            .expect_err("Redis was frozen: every caller times out");
         assert_eq!(e.kind(), rl_core::ErrorKind::BackendUnavailable, "{e}");
         assert!(
             *took < timeout + Duration::from_millis(250),

@@ -336,9 +336,14 @@ fn calls(now_ms: u64) -> impl Strategy<Value = Call> {
         ),
         1..7,
     );
-    let edit = (0u8..12, any::<prop::sample::Index>(), num(now), blob(0..4, now));
-    let composite_batch = (batch_keys, batch_requests, edit, clock(now), cut.clone())
-        .prop_map(|(keys, reqs, (edit, at, x, junk), clock, cut)| {
+    let edit = (
+        0u8..12,
+        any::<prop::sample::Index>(),
+        num(now),
+        blob(0..4, now),
+    );
+    let composite_batch = (batch_keys, batch_requests, edit, clock(now), cut.clone()).prop_map(
+        |(keys, reqs, (edit, at, x, junk), clock, cut)| {
             let n = keys.len();
             let mut used = vec![false; n];
             let mut rules: Vec<[f64; 4]> = Vec::new();
@@ -386,9 +391,13 @@ fn calls(now_ms: u64) -> impl Strategy<Value = Call> {
             Call {
                 conv: Conv::CompositeBatch,
                 keys,
-                argv: arity(vec![b"rl1C".to_vec(), clock, packed(&rules), sizes_blob], cut),
+                argv: arity(
+                    vec![b"rl1C".to_vec(), clock, packed(&rules), sizes_blob],
+                    cut,
+                ),
             }
-        });
+        },
+    );
     prop_oneof![
         2 => design,
         2 => native,

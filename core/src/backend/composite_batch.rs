@@ -27,7 +27,7 @@
 use std::collections::HashMap;
 
 use super::coalesce::Queued;
-use super::redis::{Batcher, Sending, Shared};
+use super::redis::{Batcher, Shared};
 use super::script;
 use super::Verdict;
 use crate::composite::{Plan, Planned};
@@ -76,8 +76,12 @@ impl Batcher for CompositeOp {
         &shared.composite_queues
     }
 
-    fn call<'a>(shared: &'a Shared, _slot: &'a [u8], ops: &'a [Self]) -> Sending<'a, Vec<Verdict>> {
-        Box::pin(send(shared, ops))
+    fn call<'a>(
+        shared: &'a Shared,
+        _slot: &'a [u8],
+        ops: &'a [Self],
+    ) -> impl std::future::Future<Output = Result<Vec<Vec<Verdict>>>> + Send + 'a {
+        send(shared, ops)
     }
 }
 

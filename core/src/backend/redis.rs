@@ -434,8 +434,6 @@ pub(crate) enum Ticket<O: Batcher = Op> {
 
 /// A script call under way, owned by whoever waits for it.
 pub(super) type Pending<T> = Pin<Box<dyn Future<Output = Result<Vec<T>>> + Send>>;
-/// A script call borrowing what it sends.
-pub(super) type Sending<'a, T> = Pin<Box<dyn Future<Output = Result<Vec<T>>> + Send + 'a>>;
 
 /// A kind of request that queues per key and goes out in batches: plain requests (`rl1`, per
 /// window key) and composite calls (`rl1C`, per slot, `composite_batch.rs`). The queueing, the
@@ -445,7 +443,11 @@ pub(crate) trait Batcher: Queued + Sized + Unpin {
     const WHAT: &'static str;
     fn queues(shared: &Shared) -> &Queues<Self>;
     /// One script call deciding `ops`, in order: one answer per request.
-    fn call<'a>(shared: &'a Shared, key: &'a [u8], ops: &'a [Self]) -> Sending<'a, Self::Out>;
+    fn call<'a>(
+        shared: &'a Shared,
+        key: &'a [u8],
+        ops: &'a [Self],
+    ) -> impl Future<Output = Result<Vec<Self::Out>>> + Send + 'a;
 }
 
 impl Batcher for Op {
@@ -453,8 +455,12 @@ impl Batcher for Op {
     fn queues(shared: &Shared) -> &Queues<Op> {
         &shared.queues
     }
-    fn call<'a>(shared: &'a Shared, key: &'a [u8], ops: &'a [Op]) -> Sending<'a, Verdict> {
-        Box::pin(shared.call(key, ops))
+    fn call<'a>(
+        shared: &'a Shared,
+        key: &'a [u8],
+        ops: &'a [Op],
+    ) -> impl Future<Output = Result<Vec<Verdict>>> + Send + 'a {
+        shared.call(key, ops)
     }
 }
 
@@ -487,7 +493,9 @@ impl<O: Batcher> Future for Lead<O> {
                 let (shared, key) = (self.shared.clone(), self.key.clone());
                 let deadline = tokio::time::Instant::now() + shared.request_timeout;
                 self.call = Call::InFlight(
-                    Box::pin(async move { O::call(&shared, &key, std::slice::from_ref(&op)).await }),
+                    Box::pin(
+                        async move { O::call(&shared, &key, std::slice::from_ref(&op)).await },
+                    ),
                     deadline,
                 );
             }
@@ -552,7 +560,8 @@ async fn finish<O: Batcher>(
 async fn drive<O: Batcher>(shared: Arc<Shared>, key: Arc<[u8]>, mut batch: Vec<Waiter<O>>) {
     loop {
         let (ops, txs): (Vec<O>, Vec<_>) = batch.into_iter().map(|w| (w.op, w.tx)).unzip();
-        let Ok(r) = tokio::time::timeout(shared.request_timeout, O::call(&shared, &key, &ops)).await
+        let Ok(r) =
+            tokio::time::timeout(shared.request_timeout, O::call(&shared, &key, &ops)).await
         else {
             let e = shared.timed_out(O::WHAT);
             for tx in txs {
