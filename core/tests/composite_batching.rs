@@ -39,15 +39,14 @@ impl Rng {
 
 const GROUP: &[u8] = b"tenant-7";
 
-#[test]
-fn concurrent_composite_calls_on_one_group_share_script_calls() {
-    let _heavy = heavy();
-    let server = server();
+/// 32 callers x 40 composite calls on one group through a limiter on `url` (a server `server`):
+/// all admitted, each once; returns the script calls Redis ran for them.
+fn share(server: &rl_harness::RedisServer, url: &str) -> i64 {
     let rt = runtime();
-    let l = limiter(&server);
+    let l = Limiter::open(Some(url), strict()).unwrap();
     const CALLERS: usize = 32;
     const EACH: usize = 40;
-    let before = script_calls(&server);
+    let before = script_calls(server);
     let decisions: Vec<CompositeDecision> = rt.block_on(async {
         let tasks: Vec<_> = (0..CALLERS)
             .map(|c| {
@@ -72,7 +71,7 @@ fn concurrent_composite_calls_on_one_group_share_script_calls() {
         }
         all
     });
-    let calls = script_calls(&server) - before;
+    let calls = script_calls(server) - before;
     let requests = (CALLERS * EACH) as i64;
     assert!(decisions
         .iter()
@@ -88,6 +87,39 @@ fn concurrent_composite_calls_on_one_group_share_script_calls() {
         calls < requests / 2,
         "concurrent composite calls share script calls: {calls} calls for {requests} requests"
     );
+    calls
+}
+
+#[test]
+fn concurrent_composite_calls_on_one_group_share_script_calls() {
+    let _heavy = heavy();
+    let server = server();
+    share(&server, &server.url());
+}
+
+/// The same by EVALSHA: a user without `+fcall +function|load` (the README's least privilege,
+/// less the Functions rules), so the window script runs by EVALSHA, never FCALL.
+#[test]
+fn concurrent_composite_calls_share_script_calls_by_evalsha_too() {
+    let _heavy = heavy();
+    let rules = "~rl:* +evalsha +script|load +time +lindex +lrange +llen +lset +ltrim +rpush +del \
+                 +pexpire +pttl +get +set +hget +hset +hsetnx +hexists +hincrby +hgetall +hdel +ping";
+    let user = ["--user", "rl", "on", ">rl-pass"]
+        .into_iter()
+        .chain(rules.split_whitespace());
+    let options = rl_harness::ServerOptions::default().args(user);
+    let server = rl_harness::RedisServer::start_with(options).unwrap();
+    let url = server.url().replacen("redis://", "redis://rl:rl-pass@", 1);
+    share(&server, &url);
+    let info = cmd(&server, &[b"INFO", b"commandstats"]);
+    let fcalls = info
+        .as_str()
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.strip_prefix("cmdstat_fcall:calls="))
+        .map(|rest| rest.split(',').next().unwrap().parse::<i64>().unwrap())
+        .sum::<i64>();
+    assert_eq!(fcalls, 0, "every script call went by EVALSHA");
 }
 
 /// One request as its caller saw it: its rules and Redis's answer.
