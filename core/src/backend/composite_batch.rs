@@ -15,7 +15,7 @@
 //! pairs) share a queue — one call decides both, each request on its own keys — exactly as they
 //! share one master on a Cluster anyway.
 //!
-//! **Bounds.** At most [`MAX_BATCH`] requests and [`MAX_RULES`] rules per call, well inside the
+//! **Bounds.** At most [`MAX_BATCH`] requests and [`MAX_BATCH_RULES`] rules per call, well inside the
 //! script's own limits: a script call blocks Redis while it runs, and a composite request costs
 //! about what it costs alone minus the call's overhead (measured by FCALL on a loaded 2-core host:
 //! 36 µs of script time per two-rule request alone, 21 µs each in batches of 8 and 32), so a full
@@ -38,7 +38,7 @@ use crate::error::Result;
 /// Most composite requests one script call decides.
 pub(crate) const MAX_BATCH: usize = 128;
 /// Most rules one script call decides (a request has at most 16).
-pub(crate) const MAX_RULES: usize = 256;
+pub(crate) const MAX_BATCH_RULES: usize = 256;
 
 /// One composite request, owned so it can wait in a queue: its window keys (the plan's, in its
 /// order) and its rules.
@@ -64,7 +64,7 @@ impl CompositeOp {
 impl Queued for CompositeOp {
     type Out = Vec<Verdict>;
     const MAX_BATCH: usize = MAX_BATCH;
-    const MAX_WEIGHT: usize = MAX_RULES;
+    const MAX_WEIGHT: usize = MAX_BATCH_RULES;
 
     fn weight(&self) -> usize {
         self.rules.len()
