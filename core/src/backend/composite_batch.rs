@@ -15,8 +15,8 @@
 //! pairs) share a queue — one call decides both, each request on its own keys — exactly as they
 //! share one master on a Cluster anyway.
 //!
-//! **Bounds.** At most [`MAX_BATCH`] requests and [`MAX_BATCH_RULES`] rules per call, well inside the
-//! script's own limits: a script call blocks Redis while it runs, and a composite request costs
+//! **Bounds.** At most [`MAX_BATCH`] requests and [`MAX_BATCH_RULES`] rules per call, well inside
+//! the script's own limits: a script call blocks Redis while it runs, and a composite request costs
 //! about what it costs alone minus the call's overhead (measured by FCALL on a loaded 2-core host:
 //! 36 µs of script time per two-rule request alone, 21 µs each in batches of 8 and 32), so a full
 //! batch holds Redis for a few milliseconds at most.
