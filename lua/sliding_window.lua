@@ -123,8 +123,16 @@
 --   ARGV[3]  per rule pack('>dddd', key index (1-based, into KEYS), window_ms, limit, cost), 1..16
 --            rules; rules on one key share one cost (one admission of it is checked against
 --            every (limit, window) of that key)
---   reply    {0, allowed, retry_after_ms, now_ms, then per rule: allowed, used, retry_after_ms,
---            reset_after_ms, now_ms}; errors as for convention 2 (the number is the rule's)
+--   ARGV[4]  optional, a batch of requests (rl-core coalesces concurrent composite calls on one
+--            slot): per request pack('>d', its number of rules, 1..16), summing to the rules of
+--            ARGV[3], which then hold each request's rules one request after the other; KEYS are
+--            the distinct keys of the whole batch (1..1000), 1..1000 rules in all, 1..1000
+--            requests. Without it the call is one request of 1..16 rules on 1..16 keys. Requests
+--            are decided in order, each all-or-nothing as alone; a later one sees what the
+--            earlier ones admitted.
+--   reply    {0, then per request: allowed, retry_after_ms, now_ms, then per rule of it: allowed,
+--            used, retry_after_ms, reset_after_ms, now_ms}; errors as for convention 2 (the number
+--            is the rule's, counted across the batch; 'requests' names a bad ARGV[4])
 
 local MAX_WINDOW_MS = 2592000000     -- 30 days
 local MAX_PERMITS = 1000000000000000 -- 1e15: every sum stays an exact integer in a Lua double
@@ -1008,44 +1016,81 @@ local function lease(KEYS, ARGV)
   return {0, k, now, used, reset_after}
 end
 
--- Calling convention 'rl1C', composite (see the top). Phase 1 decides every rule like a peek of
--- its cost (live leases counted, as for any decision); only if every rule fits does phase 2 admit
--- the cost once per distinct key, by deciding that key's longest-window rule with consume, so the
--- key keeps history for every window its rules count. Nothing changes between the phases (one
--- script, one instant), so phase 2 admits what phase 1 allowed. A rule's `allowed` says whether it
--- alone would admit; the overall retry is the latest of the denying rules' retries (each one, once
+-- Calling convention 'rl1C', composite (see the top). Each request in turn: phase 1 decides every
+-- rule like a peek of its cost (live leases counted, as for any decision); only if every rule fits
+-- does phase 2 admit the cost once per distinct key of the request, by deciding that key's
+-- longest-window rule with consume, so the key keeps history for every window its rules count.
+-- Nothing changes between the phases (one script, one instant), so phase 2 admits what phase 1
+-- allowed, and the next request sees what this one admitted. A rule's `allowed` says whether it
+-- alone would admit; a request's retry is the latest of its denying rules' retries (each one, once
 -- met, stays met while nothing else is admitted). Phase 1 writes nothing but a longer window than
--- a key has seen (as a peek does); every argument is checked before it.
+-- a key has seen (as a peek does); every argument of every request is checked before the first
+-- write.
 local function composite(KEYS, ARGV)
-  local nkeys = #KEYS
-  if nkeys < 1 or nkeys > MAX_RULES then return {-1, 'key', 0} end
-  if #ARGV ~= 3 or #ARGV[2] ~= 16 then return {-1, 'batch', 0} end
+  local nkeys, nargs = #KEYS, #ARGV
+  if (nargs ~= 3 and nargs ~= 4) or #ARGV[2] ~= 16 then return {-1, 'batch', 0} end
+  -- One request (no ARGV[4]) or a batch: the bounds on keys and rules are a request's or a batch's.
+  local most = nargs == 4 and MAX_BATCH or MAX_RULES
+  if nkeys < 1 or nkeys > most then return {-1, 'key', 0} end
   local client_now, max_skew = sunpack('>dd', ARGV[2])
   if not int_in(max_skew, 0, MAX_TIME_MS) then return {-1, 'max_skew_ms', 0} end
   if not int_in(client_now, 0, MAX_TIME_MS) then return {-1, 'client_now_ms', 0} end
   local blob = ARGV[3]
   local n = #blob / 32
-  if n < 1 or n > MAX_RULES or n ~= floor(n) then return {-1, 'rules', 0} end
+  if n < 1 or n > most or n ~= floor(n) then return {-1, 'rules', 0} end
+  -- Each request's number of rules, summing to n.
+  local sizes, m = nil, 1
+  if nargs == 4 then
+    local s = ARGV[4]
+    m = #s / 8
+    if m < 1 or m > MAX_BATCH or m ~= floor(m) then return {-1, 'requests', 0} end
+    sizes = {}
+    local total = 0
+    for r = 1, m do
+      local c = sunpack('>d', s, r * 8 - 7)
+      if not int_in(c, 1, MAX_RULES) then return {-1, 'requests', r} end
+      sizes[r], total = c, total + c
+    end
+    if total ~= n then return {-1, 'requests', 0} end
+  elseif n > MAX_RULES then
+    return {-1, 'rules', 0}
+  else
+    sizes = {n}
+  end
   local seen = {}
   for k = 1, nkeys do
-    if seen[KEYS[k]] then return {-1, 'key', 0} end
-    seen[KEYS[k]] = true
+    if seen[KEYS[k]] ~= nil then return {-1, 'key', 0} end
+    seen[KEYS[k]] = false -- true once a rule uses it
   end
-  -- Per key index: its cost, and the rule with its longest window (the one phase 2 admits by).
-  local idx, windows, limits, costs, key_cost, key_rule = {}, {}, {}, {}, {}, {}
-  for i = 1, n do
-    local k, w, l, c = sunpack('>dddd', blob, (i - 1) * 32 + 1)
-    if not int_in(k, 1, nkeys) then return {-1, 'key', i} end
-    if not int_in(w, 1, MAX_WINDOW_MS) then return {-1, 'window_ms', i} end
-    if not int_in(l, 1, MAX_PERMITS) then return {-1, 'limit', i} end
-    if not int_in(c, 1, l) then return {-1, 'cost', i} end
-    if key_cost[k] ~= nil and key_cost[k] ~= c then return {-1, 'cost', i} end
-    key_cost[k] = c
-    if key_rule[k] == nil or w > windows[key_rule[k]] then key_rule[k] = i end
-    idx[i], windows[i], limits[i], costs[i] = k, w, l, c
+  -- Per rule: key index, window, limit, cost. Per request, per distinct key: its cost (`owner`
+  -- says which request set `key_cost`) and the rule with its longest window, the one phase 2
+  -- admits by; `admit` lists those rules request after request, `admit_end[r]` where r's end.
+  local idx, windows, limits, costs = {}, {}, {}, {}
+  local key_cost, owner, place, admit, admit_end = {}, {}, {}, {}, {}
+  local i = 0
+  for r = 1, m do
+    for _ = 1, sizes[r] do
+      i = i + 1
+      local k, w, l, c = sunpack('>dddd', blob, i * 32 - 31)
+      if not int_in(k, 1, nkeys) then return {-1, 'key', i} end
+      if not int_in(w, 1, MAX_WINDOW_MS) then return {-1, 'window_ms', i} end
+      if not int_in(l, 1, MAX_PERMITS) then return {-1, 'limit', i} end
+      if not int_in(c, 1, l) then return {-1, 'cost', i} end
+      if owner[k] == r then
+        if key_cost[k] ~= c then return {-1, 'cost', i} end
+        if w > windows[admit[place[k]]] then admit[place[k]] = i end
+      else
+        owner[k], key_cost[k] = r, c
+        admit[#admit + 1] = i
+        place[k] = #admit
+      end
+      seen[KEYS[k]] = true
+      idx[i], windows[i], limits[i], costs[i] = k, w, l, c
+    end
+    admit_end[r] = #admit
   end
   for k = 1, nkeys do
-    if key_rule[k] == nil then return {-1, 'key', 0} end
+    if not seen[KEYS[k]] then return {-1, 'key', 0} end
   end
   local slack = TTL_SLACK_MS
   local server = server_ms()
@@ -1057,36 +1102,44 @@ local function composite(KEYS, ARGV)
     end
     slack = slack + 2 * max_skew
   end
-  local out = {0, 1, 0, now}
-  local allowed, retry, latest = true, 0, now
-  for i = 1, n do
-    local key, o = KEYS[idx[i]], 4 + (i - 1) * 5
-    local err = decide(out, o, key, true, now, server, windows[i], limits[i], costs[i], false, slack, 1)
-    if err then return err end
-    if out[o + 1] == 0 then
-      allowed = false
-      if out[o + 3] > retry then retry = out[o + 3] end
+  local out, tmp = {0}, {0, 0, 0, 0, 0}
+  local head, first, a = 1, 1, 1
+  for r = 1, m do
+    local last = first + sizes[r] - 1
+    out[head + 1], out[head + 2], out[head + 3] = 1, 0, now
+    local allowed, retry, latest = true, 0, now
+    for q = first, last do
+      local o = head + 3 + (q - first) * 5
+      local err = decide(out, o, KEYS[idx[q]], true, now, server, windows[q], limits[q], costs[q], false, slack, 1)
+      if err then return err end
+      if out[o + 1] == 0 then
+        allowed = false
+        if out[o + 3] > retry then retry = out[o + 3] end
+      end
+      if out[o + 5] > latest then latest = out[o + 5] end
     end
-    if out[o + 5] > latest then latest = out[o + 5] end
-  end
-  out[4] = latest
-  if not allowed then
-    out[2], out[3] = 0, retry
-    return out
-  end
-  local tmp = {0, 0, 0, 0, 0}
-  for k = 1, nkeys do
-    local r, key = key_rule[k], KEYS[k]
-    local err = decide(tmp, 0, key, true, now, server, windows[r], limits[r], costs[r], true, slack, 1)
-    if err then return err end
-    if tmp[1] ~= 1 then
-      return redis.error_reply('rl: composite admission on ' .. key .. ' denied after its check')
+    out[head + 3] = latest
+    if allowed then
+      for j = a, admit_end[r] do
+        local q = admit[j]
+        local key = KEYS[idx[q]]
+        local err = decide(tmp, 0, key, true, now, server, windows[q], limits[q], costs[q], true, slack, 1)
+        if err then return err end
+        if tmp[1] ~= 1 then
+          return redis.error_reply('rl: composite admission on ' .. key .. ' denied after its check')
+        end
+      end
+      for q = first, last do
+        local o = head + 3 + (q - first) * 5
+        out[o + 2] = out[o + 2] + costs[q]
+        if out[o + 4] < windows[q] then out[o + 4] = windows[q] end
+      end
+    else
+      out[head + 1], out[head + 2] = 0, retry
     end
-  end
-  for i = 1, n do
-    local o = 4 + (i - 1) * 5
-    out[o + 2] = out[o + 2] + costs[i]
-    if out[o + 4] < windows[i] then out[o + 4] = windows[i] end
+    a = admit_end[r] + 1
+    head = head + 3 + sizes[r] * 5
+    first = last + 1
   end
   return out
 end

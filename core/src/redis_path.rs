@@ -386,7 +386,8 @@ impl RedisPath {
     }
 
     /// A composite call (`composite.rs`) on `redis_keys` (the plan's keys, in its order): on
-    /// Redis in one script call, with `decide`'s resilience (bounded by the request timeout,
+    /// Redis in one script call, coalesced with concurrent composite calls on the same slot
+    /// (`backend/composite_batch.rs`; everything below is per request, as alone), with `decide`'s resilience (bounded by the request timeout,
     /// retried once on an outage, decided locally while Redis is unhealthy); admissions are
     /// recorded in the ledger under each key, so the local budget and the failover repair see
     /// them. Takes no lease. With `denial_cache`, a call a cached denial proves denied is answered
@@ -419,7 +420,16 @@ impl RedisPath {
         loop {
             self.settle(deadline).await;
             let started = Instant::now();
-            let call = self.backend.decide_all(redis_keys, plan);
+            let ticket = match self.backend.join_all(redis_keys, plan) {
+                Ok(ticket) => ticket,
+                // A full queue for one slot is this call's problem alone, as in `decide`.
+                Err(e) if self.fallback => {
+                    tracing::debug!(error = %e, "rl: deciding this composite call locally");
+                    return Ok(self.decide_all_local(redis_keys, plan));
+                }
+                Err(e) => return Err(e),
+            };
+            let call = self.backend.decide(ticket);
             let (e, reason) = match self.watch(call, started, deadline).await {
                 Outcome::Done(Ok(verdicts), waited) => {
                     let rtt = started.elapsed();

@@ -1,6 +1,6 @@
 //! `lua/sliding_window.lua` under random ARGV, on a real redis-server, in each of its calling
 //! conventions: the design's (2 KEYS, 6 decimal ARGV), rl's packed `rl1` batch, the `rl1L` lease
-//! call and the `rl1C` composite. Numbers are drawn from the edges the script checks (0, 1, the
+//! call and the `rl1C` composite, alone and batched (ARGV[4]). Numbers are drawn from the edges the script checks (0, 1, the
 //! maxima and one past them, fractions, negative zero, NaN, the infinities, 2^53, any bit
 //! pattern), and the argument counts and packed lengths from the right ones and their neighbours.
 //!
@@ -94,6 +94,8 @@ enum Conv {
     Native,
     Lease,
     Composite,
+    /// `rl1C` with ARGV[4], each request's number of rules: a batch of composite requests.
+    CompositeBatch,
 }
 
 #[derive(Debug, Clone)]
@@ -314,14 +316,96 @@ fn calls(now_ms: u64) -> impl Strategy<Value = Call> {
             1 => keys(1..2).prop_map(|k| (k, packed(&[1.0, 1000.0, 5.0, 1.0].repeat(17)))),
         ],
         clock(now),
-        cut,
+        cut.clone(),
     )
         .prop_map(|((keys, rules), clock, cut)| Call {
             conv: Conv::Composite,
             keys,
             argv: arity(vec![b"rl1C".to_vec(), clock, rules], cut),
         });
-    prop_oneof![2 => design, 2 => native, 1 => recorded, 2 => lease, 2 => composite]
+    // Batches: 1..6 requests on the batch's distinct keys (often the same ones, so later
+    // requests meet earlier ones' admissions; small limits, so some deny), each request of one
+    // cost; then, half the time, one edit: a bad size, sizes that do not add up, a bad or
+    // truncated sizes blob, a bad rule, a rule on a key the batch does not have.
+    let batch_keys = prop::sample::subsequence(POOL.to_vec(), 1..5)
+        .prop_map(|k| k.into_iter().map(<[u8]>::to_vec).collect::<Vec<_>>());
+    let batch_requests = prop::collection::vec(
+        (
+            1u64..3,
+            prop::collection::vec((0usize..4, 1u64..5000, 1u64..8), 1..5),
+        ),
+        1..7,
+    );
+    let edit = (
+        0u8..12,
+        any::<prop::sample::Index>(),
+        num(now),
+        blob(0..4, now),
+    );
+    let composite_batch = (batch_keys, batch_requests, edit, clock(now), cut.clone()).prop_map(
+        |(keys, reqs, (edit, at, x, junk), clock, cut)| {
+            let n = keys.len();
+            let mut used = vec![false; n];
+            let mut rules: Vec<[f64; 4]> = Vec::new();
+            let mut sizes: Vec<f64> = Vec::new();
+            let last = reqs.len() - 1;
+            for (r, (cost, list)) in reqs.iter().enumerate() {
+                let mut mine: Vec<[f64; 4]> = list
+                    .iter()
+                    .map(|&(k, w, l)| [(k % n) as f64, w as f64, l.max(*cost) as f64, *cost as f64])
+                    .collect();
+                if r == last {
+                    // Every key of the batch is some rule's.
+                    mine.extend((0..n).map(|k| [k as f64, 1000.0, 10.0, *cost as f64]));
+                }
+                for rule in &mut mine {
+                    used[rule[0] as usize] = true;
+                    rule[0] += 1.0;
+                }
+                sizes.push(mine.len() as f64);
+                rules.extend(mine);
+            }
+            debug_assert!(used.iter().all(|&u| u));
+            let mut sizes_blob = packed(&sizes);
+            match edit {
+                0 | 1 => {
+                    let (mut s, i) = (sizes.clone(), at.index(sizes.len()));
+                    s[i] = if edit == 0 { x } else { s[i] + 1.0 };
+                    sizes_blob = packed(&s);
+                }
+                2 => sizes_blob = junk,
+                3 => {
+                    sizes_blob.pop();
+                }
+                4 => {
+                    let i = at.index(rules.len());
+                    rules[i][at.index(4)] = x;
+                }
+                5 => {
+                    let i = at.index(rules.len());
+                    rules[i][0] = (n + 1) as f64;
+                }
+                _ => {}
+            }
+            let rules: Vec<f64> = rules.concat();
+            Call {
+                conv: Conv::CompositeBatch,
+                keys,
+                argv: arity(
+                    vec![b"rl1C".to_vec(), clock, packed(&rules), sizes_blob],
+                    cut,
+                ),
+            }
+        },
+    );
+    prop_oneof![
+        2 => design,
+        2 => native,
+        1 => recorded,
+        2 => lease,
+        2 => composite,
+        3 => composite_batch
+    ]
 }
 
 fn int(v: &RespValue) -> Option<i64> {
@@ -392,15 +476,38 @@ fn classify(call: &Call, reply: &RespValue) -> Result<bool, String> {
                     let want = f64::from_be_bytes(call.argv[2][16..24].try_into().unwrap());
                     n.len() == 4 && n[0] >= 0 && n[0] as f64 <= want && n[1] > 0 && n[2] >= 0
                 }
-                Conv::Composite => {
-                    let rules = call.argv[2].len() / 32;
-                    n.len() == 3 + 5 * rules
-                        && bit(n[0])
-                        && n[1] >= 0
-                        && n[3..]
-                            .chunks(5)
-                            .all(|r| bit(r[0]) && r[1..].iter().all(|&x| x >= 0))
-                        && (n[0] == 1) == n[3..].chunks(5).all(|r| r[0] == 1)
+                Conv::Composite | Conv::CompositeBatch => {
+                    // Per request (one without ARGV[4]): allowed, retry, now, 5 per rule.
+                    let sizes: Vec<usize> = match call.argv.get(3) {
+                        Some(s) if call.argv.len() == 4 => s
+                            .chunks(8)
+                            .map(|c| f64::from_be_bytes(c.try_into().unwrap()) as usize)
+                            .collect(),
+                        _ => vec![call.argv[2].len() / 32],
+                    };
+                    let mut rest = n.as_slice();
+                    let mut ok = true;
+                    for &rules in &sizes {
+                        if rest.len() < 3 + 5 * rules {
+                            ok = false;
+                            break;
+                        }
+                        let (req, tail) = rest.split_at(3 + 5 * rules);
+                        ok &= bit(req[0])
+                            && req[1] >= 0
+                            && req[2] > 0
+                            && req[3..]
+                                .chunks(5)
+                                .all(|r| bit(r[0]) && r[1..].iter().all(|&x| x >= 0))
+                            && (req[0] == 1) == req[3..].chunks(5).all(|r| r[0] == 1)
+                            // A denied request took nothing: its rules' `used` exclude its cost,
+                            // and its retry is some denying rule's.
+                            && (req[0] == 1 && req[1] == 0
+                                || req[0] == 0
+                                    && req[3..].chunks(5).any(|r| r[0] == 0 && r[2] == req[1]));
+                        rest = tail;
+                    }
+                    ok && rest.is_empty()
                 }
                 Conv::Design => unreachable!(),
             };
@@ -571,7 +678,7 @@ fn random_argv_in_every_convention_is_decided_or_refused_and_a_refusal_writes_no
         "the server loaded the library but no FCALL call was decided"
     );
     // Both outcomes of every convention were exercised.
-    for conv in ["Design", "Native", "Lease", "Composite"] {
+    for conv in ["Design", "Native", "Lease", "Composite", "CompositeBatch"] {
         for decided in [true, false] {
             assert!(
                 counts

@@ -153,7 +153,7 @@ start_serve 1 "$PORT" $UP $OPTS
 row "http://127.0.0.1:$PORT/api/order/create" "$MODERATE" "rl serve proxy, 1 process, key_group: none" unlimited
 stop_serve
 
-header "## Proxy mode, the design's flags (wrk -t8 -c100), limit $LIMIT/s, one domain group (default: a script call per request the composite denial cache does not answer; no coalescing)"
+header "## Proxy mode, the design's flags (wrk -t8 -c100), limit $LIMIT/s, one domain group (default: composite calls, concurrent ones sharing a script call per slot; repeated denials answered by the denial cache)"
 policies "$LIMIT" ""
 for n in 1 2 4; do
   start_serve "$n" "$PORT" $UP $OPTS

@@ -3,6 +3,7 @@
 
 pub(crate) mod attempts;
 pub(crate) mod coalesce;
+pub(crate) mod composite_batch;
 pub(crate) mod connection;
 pub(crate) mod functions;
 pub(crate) mod memory;

@@ -1,6 +1,7 @@
 //! The Redis backend: `lua/sliding_window.lua`, by FCALL of its library (`functions.rs`) or by
 //! EVALSHA (`script.rs`), over the topology's connection (`topology.rs`, `connection.rs`), with
-//! concurrent requests for one key sharing one call (`coalesce.rs`); also the heartbeat, primary
+//! concurrent requests for one key sharing one call (`coalesce.rs`; composite calls per slot,
+//! `composite_batch.rs`); also the heartbeat, primary
 //! discovery and repair calls the resilient path makes.
 //!
 //! The connection is made lazily on first use: opening a limiter never blocks or fails because
@@ -22,7 +23,8 @@ use redis::cluster_routing::{
 use tokio::sync::oneshot;
 
 use super::attempts::Attempts;
-use super::coalesce::{Op, Queues, Turn, Waiter, MAX_WAITING};
+use super::coalesce::{Op, Queued, Queues, Turn, Waiter, MAX_WAITING};
+use super::composite_batch::CompositeOp;
 use super::connection::{Conn, Connector};
 use super::functions::Caller;
 use super::script::{self, parse_reply, HEARTBEAT, REPAIR};
@@ -38,14 +40,16 @@ pub(crate) struct RedisBackend {
     shared: Arc<Shared>,
 }
 
-struct Shared {
-    connector: Connector,
+pub(crate) struct Shared {
+    pub(super) connector: Connector,
     request_timeout: Duration,
-    clock: Option<Arc<dyn Clock>>,
-    max_skew_ms: u64,
+    pub(super) clock: Option<Arc<dyn Clock>>,
+    pub(super) max_skew_ms: u64,
     queues: Queues,
+    /// Composite calls waiting behind the one in flight for their slot (`composite_batch.rs`).
+    pub(super) composite_queues: Queues<CompositeOp>,
     /// FCALL of the window library, or EVALSHA where functions are refused.
-    caller: Caller,
+    pub(super) caller: Caller,
     /// Call ids and the requests of failed calls, so a retry is never counted twice.
     attempts: ForkLocal<Attempts>,
     /// How long (ms, decimal text) the script keeps a call's record: its retry comes within the
@@ -128,6 +132,7 @@ impl RedisBackend {
                 clock: options.clock.clone(),
                 max_skew_ms: options.max_clock_skew_ms,
                 queues: Queues::default(),
+                composite_queues: Queues::default(),
                 caller: Caller::default(),
                 attempts: ForkLocal::new(),
                 record_ms: (options.retry_delay < options.request_timeout).then(|| {
@@ -177,20 +182,18 @@ impl RedisBackend {
             token,
             retry: self.shared.attempts.get().retrying(token),
         };
-        match self.shared.queues.join(redis_key, op) {
-            Some(Turn::Lead(op)) => Ok(Ticket::Lead(Lead { shared: self.shared.clone(), key: redis_key.into(), op, call: Call::NotSent })),
-            Some(Turn::Follow(rx)) => Ok(Ticket::Follow(rx)),
-            None => Err(Error::BackendUnavailable(format!(
-                "{MAX_WAITING} requests already wait for this key; Redis is not keeping up with it (nothing was sent)"
-            ))),
-        }
+        self.shared.join(redis_key, op)
     }
 
     /// Decides one request from its ticket, alone or coalesced with concurrent ones for the same
     /// key. Not bounded in time here: the caller races it against its deadline and may drop it.
-    pub(crate) async fn decide(&self, ticket: Ticket) -> Result<Verdict> {
+    pub(crate) async fn decide<O: Batcher>(&self, ticket: Ticket<O>) -> Result<O::Out> {
         match ticket {
-            Ticket::Lead(lead) => Ok(lead.await?[0]),
+            Ticket::Lead(lead) => Ok(lead
+                .await?
+                .into_iter()
+                .next()
+                .expect("one answer per request")),
             Ticket::Follow(rx) => match rx.await {
                 Ok(verdict) => verdict,
                 Err(_) => Err(Error::Backend("a coalesced rl call was abandoned".into())),
@@ -198,27 +201,18 @@ impl RedisBackend {
         }
     }
 
-    /// A composite call (the script's convention 'rl1C'): `plan`'s rules on `redis_keys` (in the
-    /// plan's key order, all in one slot), one script call, never coalesced. Not bounded in time
-    /// here: the caller races it against its deadline, as for [`RedisBackend::decide`].
-    pub(crate) async fn decide_all(
+    /// Takes a composite call's place (the script's convention 'rl1C'): `plan`'s rules on
+    /// `redis_keys` (in the plan's key order, all in one slot), its own call, or a place behind
+    /// the composite call in flight for that slot (`composite_batch.rs`). Decided by
+    /// [`RedisBackend::decide`]. A full queue is `BackendUnavailable` for this call alone.
+    pub(crate) fn join_all(
         &self,
         redis_keys: &[&[u8]],
         plan: &Plan<'_>,
-    ) -> Result<Vec<Verdict>> {
-        let shared = &self.shared;
-        let (id, mut conn) = shared.connector.get().await?;
-        let client_now = shared.clock.as_ref().map(|c| c.now_ms());
-        let clock = script::pack(&[client_now.unwrap_or(0), shared.max_skew_ms]);
-        let mut rules = Vec::with_capacity(plan.rules.len() * 4);
-        for r in &plan.rules {
-            rules.extend_from_slice(&[r.key as u64 + 1, r.window_ms, r.limit, r.cost]);
-        }
-        let rules = script::pack(&rules);
-        let args: [&[u8]; 3] = [b"rl1C", &clock, &rules];
-        let r = shared.caller.call_keys(&mut conn, redis_keys, &args).await;
-        let reply = shared.check(id, r)?;
-        script::parse_composite_reply(reply, plan.rules.len(), client_now, shared.max_skew_ms)
+    ) -> Result<Ticket<CompositeOp>> {
+        let op = CompositeOp::new(redis_keys, plan);
+        let slot = op.queue_key();
+        self.shared.join(&slot, op)
     }
 
     pub(crate) async fn reset(&self, redis_key: &[u8]) -> Result<()> {
@@ -431,18 +425,48 @@ impl RedisBackend {
 }
 
 /// A request's place for its key (see `coalesce.rs`).
-pub(crate) enum Ticket {
+pub(crate) enum Ticket<O: Batcher = Op> {
     /// Nothing was in flight for the key: this request's own call.
-    Lead(Lead),
+    Lead(Lead<O>),
     /// Behind the call in flight: decided in a later batch.
-    Follow(oneshot::Receiver<Result<Verdict>>),
+    Follow(oneshot::Receiver<Result<O::Out>>),
 }
 
-type Pending = Pin<Box<dyn Future<Output = Result<Vec<Verdict>>> + Send>>;
+/// A script call under way, owned by whoever waits for it.
+pub(super) type Pending<T> = Pin<Box<dyn Future<Output = Result<Vec<T>>> + Send>>;
 
-enum Call {
+/// A kind of request that queues per key and goes out in batches: plain requests (`rl1`, per
+/// window key) and composite calls (`rl1C`, per slot, `composite_batch.rs`). The queueing, the
+/// hand-on between batches and the timeouts below are the same for both.
+pub(crate) trait Batcher: Queued + Sized + Unpin {
+    /// What a timed-out batch of these was, for the error.
+    const WHAT: &'static str;
+    fn queues(shared: &Shared) -> &Queues<Self>;
+    /// One script call deciding `ops`, in order: one answer per request.
+    fn call<'a>(
+        shared: &'a Shared,
+        key: &'a [u8],
+        ops: &'a [Self],
+    ) -> impl Future<Output = Result<Vec<Self::Out>>> + Send + 'a;
+}
+
+impl Batcher for Op {
+    const WHAT: &'static str = "acquire";
+    fn queues(shared: &Shared) -> &Queues<Op> {
+        &shared.queues
+    }
+    fn call<'a>(
+        shared: &'a Shared,
+        key: &'a [u8],
+        ops: &'a [Op],
+    ) -> impl Future<Output = Result<Vec<Verdict>>> + Send + 'a {
+        shared.call(key, ops)
+    }
+}
+
+enum Call<T> {
     NotSent,
-    InFlight(Pending, tokio::time::Instant),
+    InFlight(Pending<T>, tokio::time::Instant),
     Done,
 }
 
@@ -452,24 +476,29 @@ enum Call {
 /// request timeout) before the next batch goes out, so no second call joins it on a silent
 /// connection and the waiters whose callers gave up meanwhile are dropped, not sent. A call that
 /// gets no answer fails those behind it. A leader dropped before it was polled sends nothing.
-pub(crate) struct Lead {
+pub(crate) struct Lead<O: Batcher = Op> {
     shared: Arc<Shared>,
     key: Arc<[u8]>,
-    op: Op,
-    call: Call,
+    /// The request, until it is sent.
+    op: Option<O>,
+    call: Call<O::Out>,
 }
 
-impl Future for Lead {
-    type Output = Result<Vec<Verdict>>;
+impl<O: Batcher> Future for Lead<O> {
+    type Output = Result<Vec<O::Out>>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         if let Call::NotSent = self.call {
-            let (shared, key, op) = (self.shared.clone(), self.key.clone(), self.op);
-            let deadline = tokio::time::Instant::now() + shared.request_timeout;
-            self.call = Call::InFlight(
-                Box::pin(async move { shared.call(&key, &[op]).await }),
-                deadline,
-            );
+            if let Some(op) = self.op.take() {
+                let (shared, key) = (self.shared.clone(), self.key.clone());
+                let deadline = tokio::time::Instant::now() + shared.request_timeout;
+                self.call = Call::InFlight(
+                    Box::pin(
+                        async move { O::call(&shared, &key, std::slice::from_ref(&op)).await },
+                    ),
+                    deadline,
+                );
+            }
         }
         let Call::InFlight(call, _) = &mut self.call else {
             return Poll::Pending;
@@ -480,15 +509,15 @@ impl Future for Lead {
     }
 }
 
-impl Drop for Lead {
+impl<O: Batcher> Drop for Lead<O> {
     fn drop(&mut self) {
         let (shared, key) = (self.shared.clone(), self.key.clone());
         let job: Pin<Box<dyn Future<Output = ()> + Send>> =
             match std::mem::replace(&mut self.call, Call::Done) {
                 Call::InFlight(call, deadline) => {
-                    Box::pin(finish(shared.clone(), key.clone(), deadline, call))
+                    Box::pin(finish::<O>(shared.clone(), key.clone(), deadline, call))
                 }
-                Call::NotSent | Call::Done => match shared.queues.next_batch(&key) {
+                Call::NotSent | Call::Done => match O::queues(&shared).next_batch(&key) {
                     Some(batch) => Box::pin(drive(shared.clone(), key.clone(), batch)),
                     None => return,
                 },
@@ -503,7 +532,7 @@ impl Drop for Lead {
             }
             Err(e) => {
                 drop(job);
-                for w in shared.queues.clear(&key) {
+                for w in O::queues(&shared).clear(&key) {
                     let _ = w.tx.send(Err(e.clone()));
                 }
             }
@@ -513,41 +542,42 @@ impl Drop for Lead {
 
 /// Waits out a call whose caller gave up (it may still be decided), then hands on what queued
 /// behind it.
-async fn finish(
+async fn finish<O: Batcher>(
     shared: Arc<Shared>,
     key: Arc<[u8]>,
     deadline: tokio::time::Instant,
-    call: Pending,
+    call: Pending<O::Out>,
 ) {
     if tokio::time::timeout_at(deadline, call).await.is_err() {
-        return shared.unanswered(&key);
+        return shared.unanswered(O::queues(&shared), &key);
     }
-    if let Some(batch) = shared.queues.next_batch(&key) {
+    if let Some(batch) = O::queues(&shared).next_batch(&key) {
         drive(shared, key, batch).await;
     }
 }
 
 /// Sends batches for `key` until nothing (live) waits.
-async fn drive(shared: Arc<Shared>, key: Arc<[u8]>, mut batch: Vec<Waiter>) {
+async fn drive<O: Batcher>(shared: Arc<Shared>, key: Arc<[u8]>, mut batch: Vec<Waiter<O>>) {
     loop {
-        let ops: Vec<Op> = batch.iter().map(|w| w.op).collect();
-        let Ok(r) = tokio::time::timeout(shared.request_timeout, shared.call(&key, &ops)).await
+        let (ops, txs): (Vec<O>, Vec<_>) = batch.into_iter().map(|w| (w.op, w.tx)).unzip();
+        let Ok(r) =
+            tokio::time::timeout(shared.request_timeout, O::call(&shared, &key, &ops)).await
         else {
-            let e = shared.timed_out("acquire");
-            for w in batch {
-                let _ = w.tx.send(Err(e.clone()));
+            let e = shared.timed_out(O::WHAT);
+            for tx in txs {
+                let _ = tx.send(Err(e.clone()));
             }
-            return shared.unanswered(&key);
+            return shared.unanswered(O::queues(&shared), &key);
         };
         match r {
-            Ok(verdicts) => {
-                for (w, v) in batch.into_iter().zip(verdicts) {
-                    let _ = w.tx.send(Ok(v));
+            Ok(answers) => {
+                for (tx, v) in txs.into_iter().zip(answers) {
+                    let _ = tx.send(Ok(v));
                 }
             }
             Err(e) => {
-                for w in batch {
-                    let _ = w.tx.send(Err(e.clone()));
+                for tx in txs {
+                    let _ = tx.send(Err(e.clone()));
                 }
             }
         }
@@ -557,7 +587,7 @@ async fn drive(shared: Arc<Shared>, key: Arc<[u8]>, mut batch: Vec<Waiter>) {
         // of whoever queued meanwhile. Only ever between two batches for a key, never before a
         // lone caller's call.
         tokio::task::yield_now().await;
-        match shared.queues.next_batch(&key) {
+        match O::queues(&shared).next_batch(&key) {
             Some(next) => batch = next,
             None => return,
         }
@@ -565,15 +595,32 @@ async fn drive(shared: Arc<Shared>, key: Arc<[u8]>, mut batch: Vec<Waiter>) {
 }
 
 impl Shared {
+    /// Takes `op`'s place for `key` in its kind's queues: its own call, or a place behind the
+    /// call in flight. A full queue is `BackendUnavailable` for this request alone.
+    fn join<O: Batcher>(self: &Arc<Self>, key: &[u8], op: O) -> Result<Ticket<O>> {
+        match O::queues(self).join(key, op) {
+            Some(Turn::Lead(op)) => Ok(Ticket::Lead(Lead {
+                shared: self.clone(),
+                key: key.into(),
+                op: Some(op),
+                call: Call::NotSent,
+            })),
+            Some(Turn::Follow(rx)) => Ok(Ticket::Follow(rx)),
+            None => Err(Error::BackendUnavailable(format!(
+                "{MAX_WAITING} requests already wait for this key; Redis is not keeping up with it (nothing was sent)"
+            ))),
+        }
+    }
+
     /// The call in flight for `key` got no answer within the request timeout and may still be
     /// decided: the requests queued behind it fail now instead of piling up behind it on a silent
     /// connection (their callers would time out too), and the key is idle again.
-    fn unanswered(&self, key: &[u8]) {
+    fn unanswered<O: Queued>(&self, queues: &Queues<O>, key: &[u8]) {
         let e = Error::BackendUnavailable(format!(
             "the call ahead of this one for its key got no answer from Redis within {} ms",
             self.request_timeout.as_millis()
         ));
-        for w in self.queues.clear(key) {
+        for w in queues.clear(key) {
             let _ = w.tx.send(Err(e.clone()));
         }
     }
@@ -598,7 +645,7 @@ impl Shared {
     }
 
     /// Converts a reply, dropping the connection it came on after a connection-class error.
-    fn check<T>(&self, id: u64, r: redis::RedisResult<T>) -> Result<T> {
+    pub(super) fn check<T>(&self, id: u64, r: redis::RedisResult<T>) -> Result<T> {
         r.map_err(|e| {
             let e = Error::from(e);
             if e.kind() == ErrorKind::BackendUnavailable {

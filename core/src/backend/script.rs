@@ -83,27 +83,37 @@ pub(crate) fn parse_lease_reply(
     })
 }
 
-/// Reads a composite call's reply `{0, allowed, retry_after, now, then 5 per rule}` into one
-/// verdict per rule (the overall figures follow from them; a reply whose `allowed` disagrees is
-/// refused as unexpected).
+/// Reads a composite call's reply, `{0, then per request: allowed, retry_after, now, then 5 per
+/// rule}` (`sizes`: each request's rules), into one verdict per rule, per request (the overall
+/// figures follow from them; a reply whose `allowed` disagrees is refused as unexpected).
 pub(crate) fn parse_composite_reply(
     reply: Value,
-    rules: usize,
+    sizes: &[usize],
     client_now: Option<u64>,
     max_skew_ms: u64,
-) -> Result<Vec<Verdict>> {
+) -> Result<Vec<Vec<Verdict>>> {
     if let Value::Array(items) = &reply {
-        if items.len() == 4 + 5 * rules && items.first().and_then(int) == Some(0) {
-            let allowed = items.get(1).and_then(non_negative);
-            // Convention 2's shape, without the overall figures.
-            let rest = Value::Array(
-                std::iter::once(Value::Int(0))
-                    .chain(items[4..].iter().cloned())
-                    .collect(),
-            );
-            let verdicts = parse_reply(rest, rules, client_now, max_skew_ms)?;
-            if allowed == Some(u64::from(verdicts.iter().all(|v| v.allowed))) {
-                return Ok(verdicts);
+        let len = 1 + sizes.iter().map(|n| 3 + 5 * n).sum::<usize>();
+        if items.len() == len && items.first().and_then(int) == Some(0) {
+            let mut out = Vec::with_capacity(sizes.len());
+            let mut at = 1;
+            for &n in sizes {
+                let allowed = items.get(at).and_then(non_negative);
+                // Convention 2's shape, without the overall figures.
+                let rest = Value::Array(
+                    std::iter::once(Value::Int(0))
+                        .chain(items[at + 3..at + 3 + 5 * n].iter().cloned())
+                        .collect(),
+                );
+                let verdicts = parse_reply(rest, n, client_now, max_skew_ms)?;
+                if allowed != Some(u64::from(verdicts.iter().all(|v| v.allowed))) {
+                    break;
+                }
+                out.push(verdicts);
+                at += 3 + 5 * n;
+            }
+            if out.len() == sizes.len() {
+                return Ok(out);
             }
         }
     }
