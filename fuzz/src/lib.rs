@@ -63,8 +63,10 @@ pub fn url(data: &[u8]) {
         Err(e) => {
             typed(&e, Some("url"), &text);
             if let Some(secret) = hidden_password(text, &shown) {
+                // Outside the redacted URL the message quotes: its tail and the separator after
+                // it can spell the secret by chance (fuzz/README.md, `finding-url-quoted-tail`).
                 assert!(
-                    !e.to_string().contains(secret),
+                    !e.to_string().replace(&shown, "\u{0}").contains(secret),
                     "{text:?}: the error shows the password: {e}"
                 );
             }
