@@ -1,12 +1,19 @@
 # One entry point. `make test` runs every test (installing what is missing); `make bench` runs the
 # design's benchmark against a private local Redis; `make demo` shows one key being limited.
-.PHONY: build test fuzz soak bench bench-grpc bench-http bench-python bench-serve throughput demo scenarios hotkey clean dist install
+.PHONY: build test fuzz soak bench bench-grpc bench-http bench-python bench-serve throughput demo scenarios hotkey clean dist install matrix
 
 build:
 	cargo build --release -p rl-cli
 
 test:
 	bash scripts/test-all.sh
+
+# The core and topology suites against every server scripts/servers.sh installs (Redis 7.4, Redis
+# 8.2, Valkey 8.1); `make test` runs Redis 7.4 and Valkey 8.1 of them.
+matrix:
+	bash scripts/servers.sh >/dev/null
+	bash scripts/toxiproxy.sh
+	bash scripts/matrix.sh
 
 # The installable artifacts for linux-x86_64 in dist/: Python wheel + sdist, npm tarballs (main +
 # prebuilt addon), Maven jar + sources + javadoc + pom, the C SDK tarball, the `rl` binary.

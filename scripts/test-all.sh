@@ -36,16 +36,10 @@ step "soak (60 s)"
 cargo run -q --locked -p rl-cli -- soak --duration 60s --fault-every 4s \
   --plot "${CARGO_TARGET_DIR:-target}/soak/short.png"
 
-# The server matrix: the core's exactness, semantics, both script conventions, repair, Functions
-# (and their detection: an ACL user refused them decides by EVALSHA), and the Sentinel and Cluster
-# topologies (failovers, slot migration) against each other server; Debian's Redis 7.0 ran them
-# above. About a minute per server.
-MATRIX_TESTS=(--test exactness --test semantics --test design_script --test repair --test functions
-  --test acl --test topologies)
-while IFS=$'\t' read -r name path version; do
-  step "server matrix: $name ($version)"
-  RL_REDIS_SERVER=$path cargo test -p rl-core --locked "${MATRIX_TESTS[@]}"
-done <"${CARGO_TARGET_DIR:-target}/tools/servers.tsv"
+# The server matrix (scripts/matrix.sh): the core and topology suites against Redis 7.4 and Valkey
+# 8.1; Debian's Redis 7.0 ran them above. `make matrix` adds Redis 8.2.
+step "server matrix (Redis 7.4, Valkey 8.1)"
+bash scripts/matrix.sh redis-7.4 valkey-8.1
 
 # Each binding adds its suite here as it lands; each script builds only its own thin layer.
 for suite in bindings-c/test.sh bindings-python/test.sh bindings-node/test.sh bindings-java/test.sh; do
