@@ -81,7 +81,8 @@ fn main() -> ExitCode {
 /// `rl serve`: runs until SIGTERM / SIGINT (exit 0), or fails to start (exit 2).
 fn serve(a: rl_serve::ServeArgs) -> CliResult<u8> {
     rl_serve::init_logs(&a.log_format);
-    runtime()?
+    a.runtime()
+        .map_err(|e| Failure::new(format!("cannot start the async runtime: {e}")))?
         .block_on(rl_serve::run(a))
         .map_err(Failure::new)?;
     Ok(EXIT_ALLOWED)

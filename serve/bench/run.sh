@@ -18,6 +18,8 @@ DURATION=${DURATION:-10}
 LIMIT=${LIMIT:-2000}
 # Limiter options for every rl serve (e.g. OPTS="-o local_fallback=false").
 OPTS=${OPTS:-}
+# Worker threads per rl serve process (--threads; default: one per core).
+SERVE_THREADS=${SERVE_THREADS:-}
 # The upstream stamps arrivals after the proxy's queueing; overshoot is also shown for spans this
 # much shorter than the window, which a few ms of delay jitter cannot fake.
 SLACK_MS=${SLACK_MS:-20}
@@ -72,7 +74,7 @@ start_serve() { # $1 processes, $2 port, $3... extra args
   local n=$1 port=$2; shift 2
   : >"$WORK/serve.log"
   for _ in $(seq "$n"); do
-    RL_LOG=warn "$SERVE" --config "$WORK/p.yaml" --listen "127.0.0.1:$port" --reuse-port \
+    RL_LOG=warn "$SERVE" ${SERVE_THREADS:+--threads "$SERVE_THREADS"} --config "$WORK/p.yaml" --listen "127.0.0.1:$port" --reuse-port \
       --redis "$REDIS" --decision-time-header "$@" >>"$WORK/serve.log" 2>&1 &
     SERVE_PIDS+=($!); PIDS+=($!)
   done
@@ -121,10 +123,13 @@ if kind == "limited":
     # Every admitted request must have carried its decision time, or the figure is not one.
     by_decision = str(most_decided - limit) if n_decided == admitted else f"n/a ({n_decided}/{admitted} stamped)"
     over = f"{by_decision} | {max(0, most - limit)} / {max(0, most_slack - limit)}"
+elif kind == "control":
+    qps = float(rps)
+    dev, over = "-", "- | -"
 else:
     qps = admitted / dur
     dev, over = "-", "- | -"
-per = f"{cmds / admitted:.3f}" if admitted else "-"
+per = f"{cmds / admitted:.3f}" if admitted and kind != "control" else "-"
 print(f"| {name} | {float(rps):,.0f} | {p99} | {qps:,.1f} | {dev} | {over} | {per} | {non2xx} | {fallbacks} |")
 PY
 }
@@ -138,7 +143,7 @@ header() {
 }
 
 PORT=$(free_port)
-echo "# rl serve benchmark ($(date -u +%FT%TZ), $(nproc) cores, DURATION=${DURATION}s, LIMIT=$LIMIT/s, OPTS=${OPTS:-none})"
+echo "# rl serve benchmark ($(date -u +%FT%TZ), $(nproc) cores, DURATION=${DURATION}s, LIMIT=$LIMIT/s, OPTS=${OPTS:-none}, SERVE_THREADS=${SERVE_THREADS:-one per core})"
 
 MODERATE="-t1 -c2"
 UP="--upstream http://127.0.0.1:$UPORT"
@@ -152,6 +157,19 @@ policies 1000000000 "key_group: none"
 start_serve 1 "$PORT" $UP $OPTS
 row "http://127.0.0.1:$PORT/api/order/create" "$MODERATE" "rl serve proxy, 1 process, key_group: none" unlimited
 stop_serve
+
+header "## The machine's floor: the bare upstream under the design's flags (wrk -t8 -c100), as many processes as rl serve below"
+# The machine's floor under the same load and process count: the bare upstream alone, 1, 2 and 4
+# processes on one port (every request served, nothing limited). On a small machine wrk's 8
+# threads and the servers share the cores, and the run queue, not the gateway, sets the tail.
+CPORT=$(free_port)
+for n in 1 2 4; do
+  CPIDS=()
+  for _ in $(seq "$n"); do "$UPSTREAM" "$CPORT" reuse-port & CPIDS+=($!); PIDS+=($!); done
+  wait_port "$CPORT"
+  row "http://127.0.0.1:$CPORT/api/order/create" "-t8 -c100" "bare upstream, $n process(es) (no limiter)" control
+  for p in "${CPIDS[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+done
 
 header "## Proxy mode, the design's flags (wrk -t8 -c100), limit $LIMIT/s, one domain group (default: composite calls, concurrent ones sharing a script call per slot; repeated denials answered by the denial cache)"
 policies "$LIMIT" ""

@@ -7,7 +7,9 @@
 //! most_in_any_W_minus_S count_in_the_first_K_windows most_decided_in_any_W with_decision_time`
 //! (windows counted from the first arrival) and forgets the arrivals.
 //!
-//! Usage: `bench-upstream PORT`
+//! Usage: `bench-upstream PORT [reuse-port]`; with `reuse-port` several processes can share PORT
+//! (the run's control rows: the bare upstream with as many processes as rl serve has, so the
+//! machine's own floor under the same process count is measured alongside).
 
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
@@ -41,10 +43,13 @@ async fn main() {
     let port: u16 = std::env::args()
         .nth(1)
         .and_then(|p| p.parse().ok())
-        .expect("usage: bench-upstream PORT");
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
-        .await
-        .unwrap();
+        .expect("usage: bench-upstream PORT [reuse-port]");
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    if std::env::args().nth(2).as_deref() == Some("reuse-port") {
+        socket.set_reuseport(true).unwrap();
+    }
+    socket.bind(([127, 0, 0, 1], port).into()).unwrap();
+    let listener = socket.listen(1024).unwrap();
     let start = Instant::now();
     let arrivals: Arc<Mutex<Vec<u64>>> = Arc::default();
     let decided: Arc<Mutex<Vec<u64>>> = Arc::default();

@@ -49,7 +49,26 @@ pub struct ServeArgs {
     pub drain_delay_ms: u64,
     #[arg(long, default_value_t = 10_000)]
     pub grace_ms: u64,
+    /// Worker threads of this process's async runtime (default: one per core). Several rl serve
+    /// processes on one port (--reuse-port) on a small machine keep their tail latency down with
+    /// fewer each: N processes x one thread per core oversubscribe the cores (`make bench-serve`
+    /// measures both).
+    #[arg(long, env = "RL_SERVE_THREADS", value_name = "N",
+          value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub threads: Option<u16>,
     /// Log format: text or json (tracing; the level from RL_LOG: error, warn, info, debug).
     #[arg(long, env = "RL_LOG_FORMAT", default_value = "text")]
     pub log_format: String,
+}
+
+impl ServeArgs {
+    /// The async runtime `rl serve` runs on: multi-threaded, `--threads` workers if given, named
+    /// `rl-serve-worker` (as `top -H` and /proc show them; comm keeps 15 bytes).
+    pub fn runtime(&self) -> std::io::Result<tokio::runtime::Runtime> {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        if let Some(n) = self.threads {
+            b.worker_threads(n.into());
+        }
+        b.thread_name("rl-serve-worker").enable_all().build()
+    }
 }

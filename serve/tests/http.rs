@@ -482,3 +482,40 @@ descriptors:
     let m = get(&c, &plain.url("/metrics"), &[]).await.unwrap().body;
     assert_eq!(sample(&m, "rl_leases_total"), Some(0.0), "{m}");
 }
+
+/// Threads of a running process named as rl serve names its runtime's workers (comm: 15 bytes).
+fn runtime_workers(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter(|t| {
+            let comm = std::fs::read_to_string(t.as_ref().unwrap().path().join("comm"));
+            comm.is_ok_and(|c| c.trim() == "rl-serve-worker")
+        })
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn threads_sets_the_runtime_workers_and_a_bad_count_is_refused_by_name() {
+    let dir = scratch("threads");
+    let cfg = dir.join("p.yaml");
+    write_atomic(&cfg, &policies("", 3));
+    let c = client();
+    for n in [1usize, 3] {
+        let serve = Serve::start(&cfg, None, &["--threads", &n.to_string()]);
+        let a = get(&c, &serve.url("/check"), &[]).await.unwrap();
+        assert_eq!(a.status, 200, "{a:?}");
+        assert_eq!(runtime_workers(serve.child.id()), n, "--threads {n}");
+    }
+    for bad in ["0", "1025", "two"] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_rl-serve"))
+            .args(["--config", cfg.to_str().unwrap(), "--threads", bad])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "--threads {bad}: {err}");
+        assert!(
+            err.contains(&format!("'{bad}'")) && err.contains("--threads"),
+            "--threads {bad}: {err}"
+        );
+    }
+}

@@ -12,10 +12,13 @@ struct Cli {
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     rl_serve::init_logs(&cli.args.log_format);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
+    let rt = match cli.args.runtime() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("rl serve: error: cannot start the async runtime: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
     match rt.block_on(rl_serve::run(cli.args)) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
