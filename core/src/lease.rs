@@ -15,6 +15,15 @@
 //! plain per-request path decides (for `lease_ms`, then the instance asks again), so the last
 //! permits of a window are decided by Redis, one request at a time.
 //!
+//! Renewing ahead: a hot key's lease is renewed before it runs out (a quarter of its permits or
+//! of its life left), in the background, while the old lease keeps granting, so a request on a
+//! hot key rarely waits for Redis. The new lease is taken under this instance's other lease slot
+//! (the HASH field `<instance id>` or `<instance id>/1`, see `slot_id`), so both count in full in
+//! Redis while both live (the script sees the other slot as one more holder, and sizes the new
+//! lease's fair share with it counted); when the new one arrives the old one stops granting and is
+//! returned (its `used`, final by then, stays counted as a bucket). Exactness is the same as for
+//! any two holders.
+//!
 //! A limit changed online (limits are per call): a lease is used only by requests under the rule
 //! it was taken under; a request under another rule returns it (its used part stays counted) and
 //! asks again under the new one. So every decision is made under the limit its call passes,
@@ -39,6 +48,8 @@ pub(crate) const MIN_LEASE: u64 = 2;
 const SAFETY_MS: u64 = 2;
 /// Most keys a limiter tracks for leases; beyond that, new keys take the plain path.
 const MAX_KEYS: usize = 10_000;
+/// A lease is renewed ahead once no more than 1/AHEAD of its permits or of its life is left.
+const AHEAD: u64 = 4;
 
 /// The `leases` option.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,6 +89,8 @@ impl Leases {
 #[derive(Debug, Clone, Copy)]
 struct Active {
     seq: u64,
+    /// The lease slot it was taken under (0 or 1): this instance's HASH field in Redis.
+    slot: u8,
     window_ms: u64,
     limit: u64,
     granted: u64,
@@ -106,6 +119,9 @@ struct Holder {
 /// What a lease call returns, and asks for.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Renewal {
+    /// The lease slot the call is made under: the new lease's, and the returned one's (a call
+    /// that returns a lease and takes one uses the same slot for both).
+    pub slot: u8,
     pub seq: u64,
     pub old_seq: u64,
     pub old_used: u64,
@@ -120,6 +136,9 @@ pub(crate) struct Renewal {
 pub(crate) enum Step {
     /// Granted from a lease.
     Lease(Verdict),
+    /// Granted from a lease that is nearly used up or nearly over: take the next one now, in the
+    /// background, under the other slot (the old one keeps granting until it arrives).
+    LeaseAhead(Verdict, Renewal),
     /// Ask Redis for a lease (returning the old one), then try again.
     Renew(Renewal),
     /// Decide by the plain path.
@@ -199,7 +218,34 @@ impl Table {
                 a.used += req.cost;
                 let v = verdict(a, now);
                 self.counters.decisions.fetch_add(1, Ordering::Relaxed);
-                return Step::Lease(v);
+                let age = now.saturating_duration_since(a.sent).as_millis() as u64;
+                let ahead = h.hot
+                    && !h.renewing
+                    && ((a.granted - a.used) * AHEAD <= a.granted
+                        || (age + SAFETY_MS) * AHEAD >= self.lease_ms * (AHEAD - 1));
+                if !ahead {
+                    return Step::Lease(v);
+                }
+                let slot = 1 - a.slot;
+                let elapsed = now.saturating_duration_since(h.since).as_millis().max(1) as u64;
+                let want = want(h.demand, elapsed, self.lease_ms, req);
+                h.renewing = true;
+                h.since = now;
+                h.demand = 0;
+                return Step::LeaseAhead(
+                    v,
+                    Renewal {
+                        slot,
+                        seq: self.next_seq.fetch_add(1, Ordering::Relaxed),
+                        old_seq: 0,
+                        old_used: 0,
+                        old_granted: 0,
+                        old_window_ms: req.window_ms,
+                        old_limit: req.limit,
+                        want,
+                        min: MIN_LEASE.max(req.cost),
+                    },
+                );
             }
         }
         if h.renewing {
@@ -224,11 +270,7 @@ impl Table {
         }
         let old = h.lease.take();
         let want = if h.hot {
-            // This instance's demand over a lease's life, with half again as headroom.
-            (rate.saturating_mul(self.lease_ms) / 1000)
-                .saturating_mul(3)
-                .div_ceil(2)
-                .clamp(MIN_LEASE.max(req.cost), req.limit)
+            want(h.demand, elapsed, self.lease_ms, req)
         } else {
             0
         };
@@ -236,6 +278,7 @@ impl Table {
         h.since = now;
         h.demand = 0;
         Step::Renew(Renewal {
+            slot: old.map_or(0, |a| a.slot),
             seq: if h.hot {
                 self.next_seq.fetch_add(1, Ordering::Relaxed)
             } else {
@@ -262,6 +305,7 @@ impl Table {
         let a = h.lease.take()?;
         h.renewing = true;
         Some(Renewal {
+            slot: a.slot,
             seq: 0,
             old_seq: a.seq,
             old_used: a.used,
@@ -273,44 +317,49 @@ impl Table {
         })
     }
 
-    /// Records a lease call's outcome; returns the new lease's seq if one was granted (then the
-    /// caller takes its request from it with [`Table::take`]).
+    /// Records a lease call's outcome under `rule` (`(window_ms, limit)`; `None` for a refund
+    /// alone). Returns the new lease's seq if one was granted (then the caller takes its request
+    /// from it with [`Table::take`]), and the lease it displaced, if one was still held (a renewal
+    /// ahead): that one no longer grants and is due back to Redis.
     pub(crate) fn renewed(
         &self,
         key: &[u8],
-        req: Option<&Request<'_>>,
+        rule: Option<(u64, u64)>,
         r: &Renewal,
         reply: &Result<LeaseReply>,
         sent: Instant,
-    ) -> Option<u64> {
+    ) -> (Option<u64>, Option<Renewal>) {
         let now = Instant::now();
         let mut keys = self.lock();
-        let h = keys.get_mut(key)?;
+        let Some(h) = keys.get_mut(key) else {
+            return (None, None);
+        };
         h.renewing = false;
-        let Ok(reply) = reply else { return None };
-        if r.old_seq != 0 {
-            self.counters.refunds.fetch_add(1, Ordering::Relaxed);
-            self.counters
-                .refunded_permits
-                .fetch_add(r.old_granted - r.old_used, Ordering::Relaxed);
-        }
-        let req = req?;
+        let Ok(reply) = reply else {
+            return (None, None);
+        };
+        self.returned(r);
+        let Some((window_ms, limit)) = rule else {
+            return (None, None);
+        };
         if r.seq == 0 {
-            return None;
+            return (None, None);
         }
         if reply.granted == 0 {
             h.quiet_until = Some(now + Duration::from_millis(self.lease_ms));
-            return None;
+            return (None, None);
         }
         h.quiet_until = None;
         self.counters.taken.fetch_add(1, Ordering::Relaxed);
         self.counters
             .leased_permits
             .fetch_add(reply.granted, Ordering::Relaxed);
+        let displaced = h.lease.take().map(|a| refund_of(&a));
         h.lease = Some(Active {
             seq: r.seq,
-            window_ms: req.window_ms,
-            limit: req.limit,
+            slot: r.slot,
+            window_ms,
+            limit,
             granted: reply.granted,
             used: 0,
             sent,
@@ -319,7 +368,24 @@ impl Table {
             used_at_grant: reply.used,
             reset_after_ms: reply.reset_after_ms,
         });
-        Some(r.seq)
+        (Some(r.seq), displaced)
+    }
+
+    /// Counts a lease returned by a call that succeeded.
+    pub(crate) fn returned(&self, r: &Renewal) {
+        if r.old_seq != 0 {
+            self.counters.refunds.fetch_add(1, Ordering::Relaxed);
+            self.counters
+                .refunded_permits
+                .fetch_add(r.old_granted - r.old_used, Ordering::Relaxed);
+        }
+    }
+
+    /// A renewal ahead that could not be sent: the key may renew again.
+    pub(crate) fn abandon(&self, key: &[u8]) {
+        if let Some(h) = self.lock().get_mut(key) {
+            h.renewing = false;
+        }
     }
 
     /// This instance's lease on `key` is forgotten (a reset deletes it in Redis).
@@ -333,23 +399,36 @@ impl Table {
         let mut out = Vec::new();
         for (k, h) in keys.iter_mut() {
             if let Some(a) = h.lease.take() {
-                out.push((
-                    k.clone(),
-                    Renewal {
-                        seq: 0,
-                        old_seq: a.seq,
-                        old_used: a.used,
-                        old_granted: a.granted,
-                        old_window_ms: a.window_ms,
-                        old_limit: a.limit,
-                        want: 0,
-                        min: MIN_LEASE,
-                    },
-                ));
+                out.push((k.clone(), refund_of(&a)));
             }
         }
         out
     }
+}
+
+/// The call that returns `a` (and takes nothing), under the slot and rule it was taken under.
+fn refund_of(a: &Active) -> Renewal {
+    Renewal {
+        slot: a.slot,
+        seq: 0,
+        old_seq: a.seq,
+        old_used: a.used,
+        old_granted: a.granted,
+        old_window_ms: a.window_ms,
+        old_limit: a.limit,
+        want: 0,
+        min: MIN_LEASE,
+    }
+}
+
+/// How many permits to ask for: this instance's demand over a lease's life (`demand` permits in
+/// the last `elapsed_ms`), with half again as headroom.
+fn want(demand: u64, elapsed_ms: u64, lease_ms: u64, req: &Request<'_>) -> u64 {
+    let rate = demand.saturating_mul(1000) / elapsed_ms.max(1);
+    (rate.saturating_mul(lease_ms) / 1000)
+        .saturating_mul(3)
+        .div_ceil(2)
+        .clamp(MIN_LEASE.max(req.cost), req.limit)
 }
 
 /// A lease decision, as far as this instance knows: the window held `used_at_grant` with the

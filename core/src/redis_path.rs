@@ -546,8 +546,12 @@ impl RedisPath {
         redis_key: &[u8],
     ) -> Option<(Verdict, Mode, u64)> {
         for _ in 0..2 {
-            match self.leases.take(redis_key, req, Instant::now()) {
-                Step::Lease(v) => {
+            let step = self.leases.take(redis_key, req, Instant::now());
+            if let Step::LeaseAhead(_, r) = &step {
+                self.renew_ahead(redis_key, (req.window_ms, req.limit), *r);
+            }
+            match step {
+                Step::Lease(v) | Step::LeaseAhead(v, _) => {
                     if self.fallback {
                         // Redis counted these permits: the local budget and the failover repair
                         // must know them as admitted.
@@ -560,45 +564,92 @@ impl RedisPath {
                 }
                 Step::Plain => return None,
                 Step::Renew(r) => {
-                    self.lease_call(redis_key, Some(req), &r).await?;
+                    self.lease_call(redis_key, (req.window_ms, req.limit), &r)
+                        .await?;
                 }
             }
         }
         None
     }
 
-    /// Sends one lease call (a refund and/or a new lease); the new lease's seq if one was granted.
+    /// Sends one lease call under `rule` (`(window_ms, limit)`: a refund and/or a new lease);
+    /// the new lease's seq if one was granted.
     async fn lease_call(
         self: &Arc<Self>,
         redis_key: &[u8],
-        req: Option<&Request<'_>>,
+        rule: (u64, u64),
         r: &Renewal,
     ) -> Option<u64> {
         let sent = Instant::now();
-        let reply = self.send_lease(redis_key, req, r).await;
+        let reply = self.send_lease(redis_key, Some(rule), r).await;
         // A lease is counted as used in Redis: verdicts kept for the key are stale.
         self.denials.admitted(redis_key);
-        let seq = self.leases.renewed(redis_key, req, r, &reply, sent)?;
+        let (seq, displaced) = self.leases.renewed(redis_key, Some(rule), r, &reply, sent);
+        let seq = seq?;
         self.refund_later(redis_key, seq);
+        if let Some(old) = displaced {
+            self.refund_now(redis_key, old);
+        }
         Some(seq)
     }
 
-    /// The lease call itself: under `req`'s rule, or for a refund alone under the lease's own.
+    /// Takes the next lease of a hot key in the background (`Step::LeaseAhead`), while the
+    /// current one keeps granting; the current one is returned once the new one is in.
+    fn renew_ahead(self: &Arc<Self>, redis_key: &[u8], rule: (u64, u64), r: Renewal) {
+        let Ok(rt) = tokio::runtime::Handle::try_current().or_else(|_| crate::runtime::handle())
+        else {
+            self.leases.abandon(redis_key);
+            return;
+        };
+        let (p, key) = (self.clone(), redis_key.to_vec());
+        // Boxed: the task's type would otherwise nest inside the lease call's own future.
+        let task: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> =
+            Box::pin(async move {
+                p.lease_call(&key, rule, &r).await;
+            });
+        rt.spawn(task);
+    }
+
+    /// Returns a lease that no longer grants (a renewal ahead displaced it), in the background.
+    fn refund_now(self: &Arc<Self>, redis_key: &[u8], r: Renewal) {
+        let Ok(rt) = tokio::runtime::Handle::try_current().or_else(|_| crate::runtime::handle())
+        else {
+            return;
+        };
+        let (p, key) = (self.clone(), redis_key.to_vec());
+        let task: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> =
+            Box::pin(async move {
+                if p.send_lease(&key, None, &r).await.is_ok() {
+                    p.leases.returned(&r);
+                }
+            });
+        rt.spawn(task);
+    }
+
+    /// The lease call itself: under `rule`, or for a refund alone under the lease's own, as the
+    /// instance's HASH field for the call's slot.
     async fn send_lease(
         &self,
         redis_key: &[u8],
-        req: Option<&Request<'_>>,
+        rule: Option<(u64, u64)>,
         r: &Renewal,
     ) -> Result<crate::backend::redis::LeaseReply> {
-        let (window_ms, limit) =
-            req.map_or((r.old_window_ms, r.old_limit), |q| (q.window_ms, q.limit));
+        let (window_ms, limit) = rule.unwrap_or((r.old_window_ms, r.old_limit));
         self.settle(Instant::now() + self.request_timeout).await;
+        let slot_id;
+        let instance = match r.slot {
+            0 => self.id.as_str(),
+            n => {
+                slot_id = format!("{}/{n}", self.id);
+                slot_id.as_str()
+            }
+        };
         let reply = self
             .backend
             .lease(
                 redis_key,
                 &LeaseCall {
-                    instance: &self.id,
+                    instance,
                     window_ms,
                     limit,
                     want: r.want.min(limit),

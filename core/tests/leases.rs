@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use rl_core::{audit::max_in_any_window, Leases, Limiter, Mode, Options};
+use rl_harness::RespValue;
 
 fn leasing(lease_ms: u64) -> Options {
     Options {
@@ -188,6 +189,65 @@ async fn a_lease_counts_for_everyone_and_its_unused_permits_return_when_traffic_
         got += 1;
     }
     assert_eq!(got, limit - 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nearly_used_lease_is_renewed_ahead_in_the_background_and_then_returned() {
+    let server = server();
+    let (limit, window) = (1000u64, 60_000u64);
+    // A long life: only the permits used can start the renewal in this test.
+    let a = limiter_with(&server, leasing(5000));
+    let b = limiter(&server);
+    a.reset("ahead").await.unwrap();
+    let first = a.acquire("ahead", limit, window, 1).await.unwrap();
+    assert_eq!(first.mode, Mode::Lease, "{first:?}");
+    let k = a.stats().leased_permits;
+    assert!(k >= 8, "first lease {k}");
+    // Grant until a quarter of the first lease is left: the grant that gets there starts the
+    // next lease; none of these grants waits for it or leaves the lease.
+    let ahead_at = k - k / 4;
+    for i in 1..ahead_at {
+        let d = a.acquire("ahead", limit, window, 1).await.unwrap();
+        assert_eq!(d.mode, Mode::Lease, "grant {i}: {d:?}");
+    }
+    // With no further request, the next lease arrives and the first one goes back.
+    wait_until(
+        "the lease taken ahead and the old one returned",
+        Duration::from_secs(2),
+        || {
+            let s = a.stats();
+            s.leases_taken == 2 && s.lease_refunds == 1
+        },
+    );
+    let s = a.stats();
+    assert_eq!(s.refunded_permits, k - ahead_at, "{s:?}");
+    let second = s.leased_permits - k;
+    assert!(second >= 2, "{s:?}");
+    // Redis counts the first lease's grants and the whole second lease, nothing else.
+    let p = b.peek("ahead", limit, window).await.unwrap();
+    assert_eq!(p.used, ahead_at + second, "{p:?} {s:?}");
+    // The instance's second lease slot holds it; the first slot was returned.
+    let id = a.instance_id().unwrap().to_string();
+    let lkey = keys(&server)
+        .into_iter()
+        .find(|k| k.ends_with(b":l"))
+        .expect("the key's lease HASH");
+    let fields = match cmd(&server, &[b"HKEYS", &lkey]) {
+        RespValue::Array(items) => items
+            .iter()
+            .map(|v| String::from_utf8(v.as_bytes().unwrap().to_vec()).unwrap())
+            .collect::<Vec<_>>(),
+        other => panic!("HKEYS: {other:?}"),
+    };
+    assert_eq!(fields, vec![format!("{id}/1")], "lease HASH fields");
+    // The next grants come from the new lease.
+    let d = a.acquire("ahead", limit, window, 1).await.unwrap();
+    assert_eq!(d.mode, Mode::Lease, "{d:?}");
+    a.close().await.unwrap();
+    assert_eq!(
+        b.peek("ahead", limit, window).await.unwrap().used,
+        ahead_at + 1
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
