@@ -1,8 +1,9 @@
-// One tiny app for the HTTP benchmark: `node app.mjs <express|fastify> <none|rl|peer> <port>`.
+// One tiny app for the HTTP benchmark: `node app.mjs <express|fastify> <none|rl|rl-leases|peer> <port>`.
 // GET / answers "ok"; one key for every request (the worst case: one hot key), LIMIT permits per
 // WINDOW_MS. The handler records the time of every request it serves; GET /__served (never
 // limited) answers how many it served and the most it served in any WINDOW_MS span (app clock).
-// Variant `rl-baseline`: rl's middleware from the bindings-node directory BENCH_BASELINE.
+// Variant `rl-baseline`: rl's middleware from the bindings-node directory BENCH_BASELINE;
+// `rl-leases`: rl's middleware on a limiter with leases=on.
 import { Redis } from 'ioredis'
 
 const [framework, variant, port] = process.argv.slice(2)
@@ -24,11 +25,12 @@ function maxInSpan(times, span) {
 const report = () => ({ served: served.length, maxInWindow: maxInSpan(served, WINDOW_MS) })
 
 const rlModule = (name) => (variant === 'rl-baseline' ? import(`${process.env.BENCH_BASELINE}/${name === '' ? 'limiter' : name}.js`) : import(`rl-limiter${name && '/' + name}`))
-const isRl = variant === 'rl' || variant === 'rl-baseline'
+const isRl = variant === 'rl' || variant === 'rl-baseline' || variant === 'rl-leases'
 
 async function rlLimiter() {
   const { Limiter } = await rlModule('')
-  return new Limiter(REDIS_URL)
+  // rl-leases: exact leases (README: Hot keys), so most requests are decided without a round trip.
+  return new Limiter(REDIS_URL, variant === 'rl-leases' ? { leases: 'on' } : undefined)
 }
 
 async function expressApp() {

@@ -34,10 +34,12 @@ const FRAMEWORKS = (process.env.BENCH_FRAMEWORKS ?? 'express,fastify').split(','
 const runs = [
   ['express', 'none', 'Express, no limiter'],
   ['express', 'rl', 'Express + rl-limiter/express'],
+  ['express', 'rl-leases', 'Express + rl-limiter/express, leases=on'],
   ...(BASELINE ? [['express', 'rl-baseline', 'Express + rl-limiter/express (baseline)']] : []),
   ['express', 'peer', 'Express + express-rate-limit/rate-limit-redis (ioredis)'],
   ['fastify', 'none', 'Fastify, no limiter'],
   ['fastify', 'rl', 'Fastify + rl-limiter/fastify'],
+  ['fastify', 'rl-leases', 'Fastify + rl-limiter/fastify, leases=on'],
   ...(BASELINE ? [['fastify', 'rl-baseline', 'Fastify + rl-limiter/fastify (baseline)']] : []),
   ['fastify', 'peer', 'Fastify + @fastify/rate-limit (ioredis)'],
 ].filter(([framework]) => FRAMEWORKS.includes(framework))
