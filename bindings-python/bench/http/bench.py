@@ -2,11 +2,15 @@
 the ecosystem's peer, one key, load above the limit. Reports req/s, P50/P99 (wrk), the most
 requests the app served in any window (from its own timestamps) and Redis commands per request
 (INFO commandstats before and after; it counts the commands a script runs too, so one
-EVALSHA of a script that reads and writes a window counts as several). Run by run.sh, under rl-harness (RL_TEST_REDIS_URL)."""
+EVALSHA of a script that reads and writes a window counts as several). Then a moderate load:
+vegeta's open loop at a fixed rate below the limit (everything admitted) and far below the apps'
+capacity, the apps taken in turns for --rounds rounds: the median P50/P99 of each, and what each
+limiter adds to its framework's P99 without one. Run by run.sh, under rl-harness (RL_TEST_REDIS_URL)."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import signal
@@ -19,7 +23,7 @@ import urllib.request
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-VARIANTS = ["fastapi-none", "fastapi-rl", "fastapi-slowapi", "flask-none", "flask-rl", "flask-limiter"]
+VARIANTS = ["fastapi-none", "fastapi-rl", "fastapi-rl-leases", "fastapi-slowapi", "flask-none", "flask-rl", "flask-rl-leases", "flask-limiter"]
 
 
 def free_port() -> int:
@@ -55,9 +59,9 @@ def ms(text: str) -> float:
     return float(v) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
 
 
-def run(variant: str, args: argparse.Namespace, redis_url: str, tmp: Path) -> dict:  # type: ignore[type-arg]
+def start(variant: str, args: argparse.Namespace, redis_url: str, tmp: Path, served: Path) -> "tuple[subprocess.Popen[bytes], str, object]":
+    """Starts `variant` on a free port; its process, URL and log file, once it answers."""
     port = free_port()
-    served = tmp / f"{variant}.served"
     env = dict(os.environ, BENCH_VARIANT=variant, BENCH_REDIS=redis_url, BENCH_SERVED=str(served), BENCH_POLICY=args.policy)
     if variant.startswith("fastapi"):
         argv = [sys.executable, "-m", "uvicorn", "apps:app", "--app-dir", str(HERE), "--port", str(port), "--host", "127.0.0.1",
@@ -67,19 +71,51 @@ def run(variant: str, args: argparse.Namespace, redis_url: str, tmp: Path) -> di
                 "--threads", str(args.threads), "--log-level", "warning", "apps:app"]
     log = open(tmp / f"{variant}.log", "wb")
     proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urllib.request.urlopen(url, timeout=1)
+            break
+        except urllib.error.HTTPError:
+            break  # a 429 is an answer too
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                stop(proc, log)
+                raise RuntimeError(f"{variant} did not start: {(tmp / f'{variant}.log').read_text()}")
+            time.sleep(0.1)
+    return proc, url, log
+
+
+def stop(proc: "subprocess.Popen[bytes]", log: object) -> None:
+    os.killpg(proc.pid, signal.SIGTERM)
     try:
-        url = f"http://127.0.0.1:{port}/"
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                urllib.request.urlopen(url, timeout=1)
-                break
-            except urllib.error.HTTPError:
-                break  # a 429 is an answer too
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError(f"{variant} did not start: {(tmp / f'{variant}.log').read_text()}")
-                time.sleep(0.1)
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    log.close()  # type: ignore[attr-defined]
+
+
+def moderate(variant: str, args: argparse.Namespace, redis_url: str, tmp: Path) -> dict:  # type: ignore[type-arg]
+    """One round of the moderate load on `variant`: vegeta at --rate for --moderate-seconds."""
+    proc, url, log = start(variant, args, redis_url, tmp, tmp / f"{variant}.moderate")
+    try:
+        time.sleep(1.1)  # the warm-up request's window passes
+        attack = subprocess.run([args.vegeta, "attack", f"-rate={args.rate}/s", f"-duration={args.moderate_seconds}s", "-keepalive=true"],
+                                input=f"GET {url}\n".encode(), capture_output=True, check=True).stdout
+        report = json.loads(subprocess.run([args.vegeta, "report", "-type=json"], input=attack, capture_output=True, check=True).stdout)
+    finally:
+        stop(proc, log)
+    codes = report.get("status_codes") or {}
+    return {"requests": report["requests"], "ok": codes.get("200", 0), "p50": report["latencies"]["50th"] / 1e6,
+            "p99": report["latencies"]["99th"] / 1e6}
+
+
+def run(variant: str, args: argparse.Namespace, redis_url: str, tmp: Path) -> dict:  # type: ignore[type-arg]
+    served = tmp / f"{variant}.served"
+    proc, url, log = start(variant, args, redis_url, tmp, served)
+    try:
         time.sleep(1.1)  # the warm-up request's window passes
         served.write_text("")
         rport = int(redis_url.rsplit(":", 1)[1].strip("/"))
@@ -88,13 +124,7 @@ def run(variant: str, args: argparse.Namespace, redis_url: str, tmp: Path) -> di
                              capture_output=True, text=True, check=True).stdout
         after = redis_calls(rport) - 1  # the INFO call itself
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        log.close()
+        stop(proc, log)
     total = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
     p50 = ms(re.search(r"50%\s+(\S+)", out).group(1))  # type: ignore[union-attr]
@@ -119,14 +149,24 @@ def main() -> None:
     p.add_argument("--policy", default="100/second")
     p.add_argument("--window-ms", type=int, default=1000)
     p.add_argument("--only", nargs="*", default=VARIANTS)
+    p.add_argument("--phases", default="over,moderate", help="over (wrk above the limit), moderate (vegeta below it)")
+    p.add_argument("--rate", type=int, default=50, help="moderate load, requests per second (default: half the default limit)")
+    p.add_argument("--moderate-seconds", type=int, default=5)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--vegeta", default=os.environ.get("VEGETA", "vegeta"))
     args = p.parse_args()
+    phases = args.phases.split(",")
     redis_url = os.environ["RL_TEST_REDIS_URL"]
     rows = []
     with tempfile.TemporaryDirectory() as d:
-        for v in args.only:
+        if "moderate" in phases:
+            moderate_phase(args, redis_url, Path(d))
+        for v in (args.only if "over" in phases else []):
             rows.append(run(v, args, redis_url, Path(d)))
             r = rows[-1]
             print(f"  {v}: {r['rps']:.0f} req/s", file=sys.stderr, flush=True)
+    if not rows:
+        return
     limit = int(args.policy.split("/")[0])
     print(f"\nwrk -t{args.wrk_threads} -c{args.connections} -d{args.duration}s, one key, limit {args.policy} "
           f"(most admitted in any {args.window_ms} ms window must be <= {limit}); load avg {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores")
@@ -134,6 +174,28 @@ def main() -> None:
     print("|---|---:|---:|---:|---:|---:|---:|---|")
     for r in rows:
         print(f"| {r['variant']} | {r['rps']:.0f} | {r['p50']:.2f} | {r['p99']:.2f} | {r['served']} | {r['max_window']} | {r['cmds']:.2f} | {r['modes']} |")
+
+
+def moderate_phase(args: argparse.Namespace, redis_url: str, tmp: Path) -> None:
+    samples: dict[str, list[dict]] = {v: [] for v in args.only}  # type: ignore[type-arg]
+    for _ in range(args.rounds):
+        for v in args.only:
+            samples[v].append(moderate(v, args, redis_url, tmp))
+            print(f"  moderate {v}: P99 {samples[v][-1]['p99']:.2f} ms", file=sys.stderr, flush=True)
+
+    def median(xs: list[float]) -> float:
+        return sorted(xs)[len(xs) // 2]
+
+    p99 = {v: median([r["p99"] for r in s]) for v, s in samples.items()}
+    print(f"\nModerate load: one key, vegeta at a fixed {args.rate} req/s (open loop; below the limit {args.policy}, so all admitted), "
+          f"{args.rounds} rounds of {args.moderate_seconds}s per app taken in turns, medians; load avg {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores")
+    print("| app | requests | 200 | P50 ms | P99 ms | P99 per round | added to the app's P99 |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for v, s in samples.items():
+        base = f"{v.split('-')[0]}-none"
+        added = f"{100 * (p99[v] - p99[base]) / p99[base]:+.0f}%" if base in p99 and v != base else ""
+        print(f"| {v} | {sum(r['requests'] for r in s)} | {sum(r['ok'] for r in s)} | {median([r['p50'] for r in s]):.2f} | "
+              f"{p99[v]:.2f} | {' / '.join(format(r['p99'], '.2f') for r in s)} | {added} |")
 
 
 if __name__ == "__main__":
