@@ -55,8 +55,11 @@ def max_in_window(ts: list[int], window_ms: int) -> int:
 
 
 def ms(text: str) -> float:
-    v, unit = re.match(r"([\d.]+)(us|ms|s)", text).groups()  # type: ignore[union-attr]
-    return float(v) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
+    m = re.match(r"([\d.]+)(us|ms|s|m)$", text)
+    if m is None:
+        raise ValueError(f"wrk printed a latency of {text!r}")
+    v, unit = m.groups()
+    return float(v) * {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60_000.0}[unit]
 
 
 def start(variant: str, args: argparse.Namespace, redis_url: str, tmp: Path, served: Path) -> "tuple[subprocess.Popen[bytes], str, object]":
@@ -127,8 +130,8 @@ def run(variant: str, args: argparse.Namespace, redis_url: str, tmp: Path) -> di
         stop(proc, log)
     total = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
-    p50 = ms(re.search(r"50%\s+(\S+)", out).group(1))  # type: ignore[union-attr]
-    p99 = ms(re.search(r"99%\s+(\S+)", out).group(1))  # type: ignore[union-attr]
+    p50 = ms(re.search(r"^\s+50%\s+(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
+    p99 = ms(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
     lines = [line.split() for line in served.read_text().splitlines()]
     times = [int(t) for t, _ in lines]
     modes: dict[str, int] = {}
