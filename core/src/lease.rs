@@ -304,17 +304,7 @@ impl Table {
         }
         let a = h.lease.take()?;
         h.renewing = true;
-        Some(Renewal {
-            slot: a.slot,
-            seq: 0,
-            old_seq: a.seq,
-            old_used: a.used,
-            old_granted: a.granted,
-            old_window_ms: a.window_ms,
-            old_limit: a.limit,
-            want: 0,
-            min: MIN_LEASE,
-        })
+        Some(refund_of(&a))
     }
 
     /// Records a lease call's outcome under `rule` (`(window_ms, limit)`; `None` for a refund
