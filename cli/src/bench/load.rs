@@ -3,7 +3,10 @@
 //! never queued, because queueing would quietly turn the offered load into a closed loop.
 
 use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
@@ -34,6 +37,19 @@ pub struct Tally {
     pub modes: BTreeMap<&'static str, u64>,
     /// Send to answer per deciding path, µs: the leased decisions' own latency.
     pub latency_by_mode: BTreeMap<&'static str, Histogram<u64>>,
+}
+
+/// Polls `call` once with the calling task's waker: its output if it is ready, else `None` and
+/// the call stays pending (whoever polls it next registers their own waker; a wake-up meant for
+/// this task is then only a spurious one).
+async fn first_poll<F: Future + ?Sized>(mut call: Pin<&mut F>) -> Option<F::Output> {
+    std::future::poll_fn(|cx| {
+        Poll::Ready(match call.as_mut().poll(cx) {
+            Poll::Ready(v) => Some(v),
+            Poll::Pending => None,
+        })
+    })
+    .await
 }
 
 enum Sample {
@@ -78,9 +94,29 @@ pub async fn drive(
                     let _ = tx.send(Sample::Shed { lag });
                     continue;
                 };
-                let (c, tx) = (contender.clone(), tx.clone());
+                let c = contender.clone();
+                let mut call = Box::pin(async move { c.acquire(limit, window_ms).await });
+                // A request handler awaits its decision inline: one the limiter answers at once
+                // (a lease, a cached denial, the memory backend) is answered right here, as it
+                // would be there. Only a call that waits is spawned, so the schedule never waits
+                // for it; its latency then includes the spawned task's wait for a worker.
+                // The first poll is a fresh task's (unconstrained: this loop's own budget is
+                // not the request's), and the loop yields as often as any task.
+                let first = tokio::task::unconstrained(first_poll(call.as_mut())).await;
+                tokio::task::consume_budget().await;
+                if let Some(verdict) = first {
+                    let latency = sent.elapsed();
+                    drop(permit);
+                    let _ = tx.send(Sample::Done {
+                        latency,
+                        lag,
+                        verdict,
+                    });
+                    continue;
+                }
+                let tx = tx.clone();
                 tokio::spawn(async move {
-                    let verdict = c.acquire(limit, window_ms).await;
+                    let verdict = call.await;
                     let latency = sent.elapsed();
                     drop(permit);
                     let _ = tx.send(Sample::Done {
