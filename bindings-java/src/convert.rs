@@ -90,12 +90,20 @@ pub fn options(
         let name_text: String = env.get_string(&name)?.into();
         env.delete_local_ref(name)?;
         let value = env.get_object_array_element(values, i)?;
-        let converted = match option_value(env, &name_text, &value) {
-            Err(Failure::Core(e)) => return Err(Failure::Core(java_named(e))),
-            other => other?,
+        let converted = if env.is_instance_of(&value, "dev/rl/OptionsBuilder$Text")? {
+            // `option(name, text)`: the name as a config file spells it, the text read by kind.
+            let text = env.get_field(&value, "text", "Ljava/lang/String;")?.l()?;
+            let text: String = env.get_string(&JString::from(text))?.into();
+            options::parse_as_spelled(&name_text, &text)
+                .map_err(|e| Failure::Core(java_named(e)))?
+        } else {
+            match option_value(env, &name_text, &value) {
+                Err(Failure::Core(e)) => return Err(Failure::Core(java_named(e))),
+                other => (name_text, other?),
+            }
         };
         env.delete_local_ref(value)?;
-        pairs.push((name_text, converted));
+        pairs.push(converted);
     }
     Options::from_pairs(pairs).map_err(|e| Failure::Core(java_named(e)))
 }

@@ -437,6 +437,22 @@ pub fn spec(name: &str) -> Option<&'static OptionSpec> {
     OPTIONS.iter().find(|s| s.name == name)
 }
 
+/// The row for `name` as a configuration file may spell it: snake_case (`lease_ms`), kebab-case
+/// (`lease-ms`, Spring's and YAML's usual spelling) or camelCase (`leaseMs`, a binding's setter).
+pub fn spec_as_spelled(name: &str) -> Option<&'static OptionSpec> {
+    spec(name).or_else(|| spec(&snake_case(name).replace('-', "_")))
+}
+
+/// `name`'s value read from `text` as [`OptionSpec::parse`] reads it, `name` spelled as
+/// [`spec_as_spelled`] takes it; the option's external name with it. An unknown name is passed
+/// on with [`Value::Null`], for [`Options::set`] to refuse naming the options there are.
+pub fn parse_as_spelled(name: &str, text: &str) -> Result<(String, Value)> {
+    match spec_as_spelled(name) {
+        Some(s) => Ok((s.name.to_string(), s.parse(text)?)),
+        None => Ok((name.to_string(), Value::Null)),
+    }
+}
+
 impl OptionSpec {
     /// A value from text (a command-line flag, a config file): `true`/`false` for booleans, a
     /// whole number or a duration (`250ms`, `2s`) for milliseconds, a whole number for counts,

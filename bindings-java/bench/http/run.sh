@@ -3,6 +3,7 @@
 # of an in-process upstream that counts what it served, three ways in one run:
 #   none   no limiter;
 #   rl     rl's RlRateLimiter (dev.rl:rl-spring-cloud-gateway): LIMIT per WINDOW_MS, exact;
+#   rl-leases  the same with `rl.options.leases: on` (decisions from exact leases, few Redis calls);
 #   redis  SCG's RedisRateLimiter (token bucket: replenish LIMIT per second-equivalent, burst LIMIT).
 # Load is wrk's closed loop (CONNS connections), far above LIMIT. Reported per way: req/s,
 # P50/P99 latency, the most the upstream served in any WINDOW_MS (its own arrival timestamps), and
@@ -17,7 +18,7 @@
 # judged by (a closed loop over capacity measures queueing instead). Reported per way: P50/P99,
 # and for rl and redis the P99 they add over `none` of the same run, in %.
 #
-#   bash bindings-java/bench/http/run.sh            (env: SECONDS_PER_RUN=10 CONNS=32 LIMIT=500 WINDOW_MS=1000 MODES="none rl redis" RATE=LIMIT/2 per s)
+#   bash bindings-java/bench/http/run.sh            (env: SECONDS_PER_RUN=10 CONNS=32 LIMIT=500 WINDOW_MS=1000 MODES="none rl rl-leases redis" RATE=LIMIT/2 per s)
 #
 # Builds and installs dev.rl:rl-java (release native library) and dev.rl:rl-spring-cloud-gateway
 # first, and loads the release library from the cargo target dir (rl.native.path), whatever jar a
@@ -31,7 +32,7 @@ secs="${SECONDS_PER_RUN:-10}"
 conns="${CONNS:-32}"
 limit="${LIMIT:-500}"
 window="${WINDOW_MS:-1000}"
-modes="${MODES:-none rl redis}"
+modes="${MODES:-none rl rl-leases redis}"
 rate="${RATE:-$((limit * 1000 / window / 2))}"
 mvn_flags=(-q -B -ntp -Dstyle.color=never)
 command -v wrk >/dev/null || { echo "wrk is missing: apt-get install -y wrk" >&2; exit 1; }
@@ -72,12 +73,14 @@ declare -A mp99
 for mode in $modes; do
   port="$(free_port)"
   log="$(mktemp)"
+  extra=()
+  [ "$mode" = rl-leases ] && extra=(--rl.options.leases=on)
   java -Xms512m -Xmx512m -Dsun.net.httpserver.nodelay=true -Drl.native.path="$target/release/librl_java.so" -cp "$cp" dev.rl.bench.http.BenchGateway \
     --server.port="$port" --server.address=127.0.0.1 --bench.mode="$mode" --bench.limit="$limit" \
     --bench.window-ms="$window" --rl.url="$RL_TEST_REDIS_URL" \
     "--rl.routes.bench.policies=$limit per ${window}ms" \
     --spring.data.redis.host=127.0.0.1 --spring.data.redis.port="$RL_TEST_REDIS_PORT" \
-    --logging.level.root=WARN >"$log" 2>&1 &
+    --logging.level.root=WARN "${extra[@]}" >"$log" 2>&1 &
   gw_pid=$!
   for _ in $(seq 1 120); do
     curl -s -o /dev/null "http://127.0.0.1:$port/__stats?window=$window" && break
@@ -105,7 +108,7 @@ for mode in $modes; do
   most="$(sed -E 's/.*most_in_window=([0-9]+).*/\1/' <<<"$stats")"
   timeouts="$(awk '/Socket errors/ {gsub(",", ""); print $NF}' <<<"$out")"; timeouts="${timeouts:-0}"
   per="$(awk -v a="$after" -v b="$before" -v n="$total" 'BEGIN {printf "%.2f", (a-b)/n}')"
-  rows+=("$(printf '%-6s %9s %9s %9s %10s %12s %14s %9s' "$mode" "$rps" "$p50" "$p99" "$served" "$most" "$per" "$timeouts")")
+  rows+=("$(printf '%-9s %9s %9s %9s %10s %12s %14s %9s' "$mode" "$rps" "$p50" "$p99" "$served" "$most" "$per" "$timeouts")")
   read -r mreq m50 m99 mok < <(python3 -c 'import json,sys; r=json.load(sys.stdin); l=r["latencies"]
 print(r["requests"], "%.2f" % (l["50th"]/1e6), "%.2f" % (l["99th"]/1e6), r["status_codes"].get("200", 0))' <<<"$mreport")
   mp99[$mode]="$m99"
@@ -114,17 +117,17 @@ done
 
 echo
 echo "limit $limit per $window ms, one key, $conns connections, $secs s per way (wrk closed loop)"
-printf '%-6s %9s %9s %9s %10s %12s %14s %9s\n' way "req/s" "P50 ms" "P99 ms" served "most/window" "redis cmd/req" "timeouts"
+printf '%-9s %9s %9s %9s %10s %12s %14s %9s\n' way "req/s" "P50 ms" "P99 ms" served "most/window" "redis cmd/req" "timeouts"
 printf '%s\n' "${rows[@]}"
 
 echo
 echo "moderate load: $rate req/s for $secs s (vegeta, open loop; all below the limit, so all admitted)"
-printf '%-6s %9s %9s %9s %9s %10s %14s\n' way requests "P50 ms" "P99 ms" "200s" served "added P99"
+printf '%-9s %9s %9s %9s %9s %10s %14s\n' way requests "P50 ms" "P99 ms" "200s" served "added P99"
 for r in "${mrows[@]}"; do
   read -r mode mreq m50 m99 mok mserved <<<"$r"
   added="-"
   if [ "$mode" != none ] && [ -n "${mp99[none]:-}" ]; then
     added="$(awk -v a="$m99" -v b="${mp99[none]}" 'BEGIN {printf "%+.0f%%", (a-b)/b*100}')"
   fi
-  printf '%-6s %9s %9s %9s %9s %10s %14s\n' "$mode" "$mreq" "$m50" "$m99" "$mok" "$mserved" "$added"
+  printf '%-9s %9s %9s %9s %9s %10s %14s\n' "$mode" "$mreq" "$m50" "$m99" "$mok" "$mserved" "$added"
 done

@@ -96,6 +96,29 @@ public abstract class OptionsBuilder<B extends OptionsBuilder<B>> {
         options.put(name, value);
         return (B) this;
     }
+
+    /** A value given as text, for rl-core to read by the option's kind. */
+    static final class Text {
+        final String text;
+
+        Text(String text) {
+            this.text = text;
+        }
+    }
+
+    /**
+     * Sets the option {@code name} from text, as a configuration file gives it (Spring's
+     * {@code rl.options.*}, a properties file). {@code name} is rl's option name as snake_case
+     * ({@code lease_ms}), kebab-case ({@code lease-ms}) or camelCase ({@code leaseMs}); rl-core reads
+     * {@code text} as {@code rl -o NAME=VALUE} does: {@code true}/{@code false}, a whole number or a
+     * duration ({@code 250ms}, {@code 2s}) for milliseconds, the text itself for text options, and
+     * {@code default} for the default. An unknown name or a bad value fails {@code build()} with an
+     * {@link IllegalArgumentException} naming the option.
+     */
+    public final B option(String name, String text) {
+        Objects.requireNonNull(name, "option name");
+        return set(name, new Text(Objects.requireNonNull(text, name)));
+    }
 "#;
     for s in OPTIONS {
         let camel = camel_case(s.name);

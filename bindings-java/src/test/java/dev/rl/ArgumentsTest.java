@@ -58,4 +58,21 @@ class ArgumentsTest {
             assertEquals("redis", l.backend());
         }
     }
+
+    @Test
+    void optionsFromConfigTextTakeAnySpellingAndNameABadValue() {
+        // The three spellings a config file may use, each read by the option's kind.
+        try (RateLimiter l = RateLimiter.builder("memory://")
+                .option("key-prefix", "gw:")
+                .option("lease_ms", "2s")
+                .option("localMaxKeys", "100")
+                .build()) {
+            assertEquals("gw:{k}", l.redisKey("k"));
+        }
+        rejects("`localFallback`", () -> RateLimiter.builder("memory://").option("local-fallback", "yes").build());
+        // Parsed as 1 ms, then refused by the range check (5..=60000 ms), naming the option.
+        rejects("`leaseMs`", () -> RateLimiter.builder("memory://").option("lease-ms", "1ms").build());
+        rejects("\"lease-time\" is not an option", () -> RateLimiter.builder("memory://").option("lease-time", "1s").build());
+        assertThrows(NullPointerException.class, () -> RateLimiter.builder("memory://").option("lease-ms", null));
+    }
 }

@@ -9,7 +9,8 @@ import org.springframework.cloud.gateway.support.ConfigurationService;
 import org.springframework.context.annotation.Bean;
 
 /**
- * The beans a gateway needs to use rl: a {@link RateLimiter} on {@code rl.url} (unless the
+ * The beans a gateway needs to use rl: a {@link RateLimiter} on {@code rl.url} with
+ * {@code rl.options} (unless the
  * application has one), {@code rlRateLimiter}, {@code rlKeyResolver} and the {@link RlProblemBodyFilter} of its 429s. Runs before the gateway's
  * own configuration, which makes the {@code RequestRateLimiter} filter only when a RateLimiter and
  * a KeyResolver exist.
@@ -21,7 +22,9 @@ public class RlGatewayAutoConfiguration {
     @Bean(destroyMethod = "close")
     @ConditionalOnMissingBean
     public RateLimiter rlLimiter(RlProperties properties) {
-        return RateLimiter.open(properties.getUrl());
+        RateLimiter.Builder builder = RateLimiter.builder(properties.getUrl());
+        properties.getOptions().forEach(builder::option);
+        return builder.build();
     }
 
     @Bean

@@ -17,8 +17,13 @@ import org.springframework.boot.context.properties.ConfigurationProperties;
  *       cost: 1
  *   header-style: ietf                # ietf | legacy | both | none
  *   trusted-proxy-header: X-Forwarded-For   # only behind a proxy you trust
+ *   options:                          # any limiter option (`rl options` lists them)
+ *     leases: auto
+ *     lease-ms: 100ms
  * </pre>
- * Policy strings are parsed by the core when first used for a route.
+ * Policy strings are parsed by the core when first used for a route; {@code options} are read
+ * by the core when the limiter is built, so a bad name or value stops the application from
+ * starting, naming it.
  */
 @ConfigurationProperties("rl")
 public class RlProperties {
@@ -36,6 +41,11 @@ public class RlProperties {
     private boolean perRouteKeys = true;
     /** When the limiter throws: true lets the request pass (logged), false denies it (logged). */
     private boolean failOpen = true;
+    /**
+     * The limiter's options by name (snake_case, kebab-case or camelCase) as text, e.g.
+     * {@code leases: on}, {@code lease-ms: 100ms}; see {@code RateLimiter.Builder#option}.
+     */
+    private Map<String, String> options = new LinkedHashMap<>();
 
     /** One route's limits. */
     public static class Route {
@@ -107,6 +117,14 @@ public class RlProperties {
 
     public void setPerRouteKeys(boolean perRouteKeys) {
         this.perRouteKeys = perRouteKeys;
+    }
+
+    public Map<String, String> getOptions() {
+        return options;
+    }
+
+    public void setOptions(Map<String, String> options) {
+        this.options = options;
     }
 
     public boolean isFailOpen() {

@@ -84,6 +84,9 @@ class RlRateLimiterTest {
         r.add("rl.routes.denied-" + RUN + ".policies", () -> "burst: 2/m");
         r.add("rl.routes.load-" + RUN + ".policies", () -> "25 per 5s");
         r.add("rl.policies", () -> "1000/m");
+        // Any limiter option, spelled as application.yml spells it.
+        r.add("rl.options.key-prefix", () -> "gw-" + RUN + ":");
+        r.add("rl.options.degrade-rtt-ms", () -> "60s"); // stays on Redis on a slow machine
     }
 
     @AfterAll
@@ -105,6 +108,29 @@ class RlRateLimiterTest {
 
     static String header(HttpResponse<?> r, String name) {
         return r.headers().firstValue(name).orElse(null);
+    }
+
+    @Autowired
+    dev.rl.RateLimiter limiter;
+
+    @Test
+    void rlOptionsReachTheGatewaysLimiterAndABadOneStopsItNamingTheOption() throws Exception {
+        assertEquals("gw-" + RUN + ":{k}", limiter.redisKey("k"));
+        // The windows the routes write are under that prefix in Redis.
+        assertEquals(200, get(url("/headers/prefix")).statusCode());
+        // The route's window is under the configured prefix, and nothing under the default one.
+        String key = "headers-" + RUN + "|ip:127.0.0.1";
+        try (dev.rl.RateLimiter same = dev.rl.RateLimiter.builder(redisUrl()).keyPrefix("gw-" + RUN + ":").build();
+                dev.rl.RateLimiter plain = dev.rl.RateLimiter.open(redisUrl())) {
+            assertTrue(same.peek(key, 100, 3_600_000).remaining() < 100, "the gateway's window");
+            assertEquals(100, plain.peek(key, 100, 3_600_000).remaining(), "nothing under the default prefix");
+        }
+        RlProperties bad = new RlProperties();
+        bad.setUrl("memory://");
+        bad.getOptions().put("lease-ms", "1ms");
+        IllegalArgumentException e = org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,
+                () -> new RlGatewayAutoConfiguration().rlLimiter(bad).close());
+        assertTrue(e.getMessage().contains("`leaseMs`"), e.getMessage());
     }
 
     @Test

@@ -22,7 +22,8 @@ import org.springframework.context.annotation.Primary;
 /**
  * The benchmark's gateway: route {@code /bench/**} to an in-process upstream (the JDK's HTTP
  * server on a loopback port) limited by {@code bench.mode}: {@code none}, {@code rl} (rl's
- * RlRateLimiter, policies from {@code rl.routes.bench.policies}) or {@code redis} (SCG's
+ * RlRateLimiter, policies from {@code rl.routes.bench.policies}; {@code rl-leases} the same, with
+ * {@code rl.options.leases=on} given by the run script) or {@code redis} (SCG's
  * RedisRateLimiter, a token bucket: replenish {@code limit / window} per second, burst
  * {@code limit}). {@code /__stats?window=MS} (unlimited route) reports what the upstream served
  * and the most it served in any window, then forgets it.
@@ -94,9 +95,10 @@ public class BenchGateway {
                 .route("bench", r -> r.path("/bench/**").filters(f -> {
                     switch (mode) {
                         case "none" -> { }
-                        case "rl" -> f.requestRateLimiter(c -> c.setRateLimiter(rl).setKeyResolver(keys));
+                        // rl-leases: the same, the run script adding rl.options.leases=on.
+                        case "rl", "rl-leases" -> f.requestRateLimiter(c -> c.setRateLimiter(rl).setKeyResolver(keys));
                         case "redis" -> f.requestRateLimiter(c -> c.setRateLimiter(redis).setKeyResolver(keys));
-                        default -> throw new IllegalArgumentException("bench.mode is " + mode + "; use none, rl or redis");
+                        default -> throw new IllegalArgumentException("bench.mode is " + mode + "; use none, rl, rl-leases or redis");
                     }
                     return f;
                 }).uri(uri))
