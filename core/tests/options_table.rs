@@ -157,15 +157,25 @@ fn a_config_file_spelling_finds_the_option_and_its_text_is_read_by_kind() {
     use rl_core::options::parse_as_spelled;
     for spelled in ["lease_ms", "lease-ms", "leaseMs"] {
         let (name, value) = parse_as_spelled(spelled, "2s").unwrap();
-        assert_eq!((name.as_str(), value), ("lease_ms", Value::Int(2000)), "{spelled}");
+        assert_eq!(
+            (name.as_str(), value),
+            ("lease_ms", Value::Int(2000)),
+            "{spelled}"
+        );
     }
     let (name, value) = parse_as_spelled("local-fallback", "false").unwrap();
-    assert_eq!((name.as_str(), value), ("local_fallback", Value::Bool(false)));
+    assert_eq!(
+        (name.as_str(), value),
+        ("local_fallback", Value::Bool(false))
+    );
     let e = parse_as_spelled("local-fallback", "off").unwrap_err();
     assert_eq!(e.argument(), Some("local_fallback"), "{e}");
     // An unknown name reaches `Options::set`, which refuses it listing the options.
     let (name, value) = parse_as_spelled("lease-time", "1s").unwrap();
     let e = Options::from_pairs([(name, value)]).unwrap_err();
     assert_eq!(e.argument(), Some("options"), "{e}");
-    assert!(e.to_string().contains("\"lease-time\" is not an option"), "{e}");
+    assert!(
+        e.to_string().contains("\"lease-time\" is not an option"),
+        "{e}"
+    );
 }
