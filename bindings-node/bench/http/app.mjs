@@ -22,7 +22,14 @@ function maxInSpan(times, span) {
   }
   return best
 }
-const report = () => ({ served: served.length, maxInWindow: maxInSpan(served, WINDOW_MS) })
+let limiter = null
+// rl variants: how the limiter decided (a decision that was not `lease` made a Redis round trip).
+const decided = () => {
+  if (!limiter) return undefined
+  const s = limiter.stats()
+  return { normal: s.decisionsNormal, lease: s.decisionsLease, local: s.decisionsLocal, leasesTaken: s.leasesTaken }
+}
+const report = () => ({ served: served.length, maxInWindow: maxInSpan(served, WINDOW_MS), decided: decided() })
 
 const rlModule = (name) => (variant === 'rl-baseline' ? import(`${process.env.BENCH_BASELINE}/${name === '' ? 'limiter' : name}.js`) : import(`rl-limiter${name && '/' + name}`))
 const isRl = variant === 'rl' || variant === 'rl-baseline' || variant === 'rl-leases'
@@ -30,7 +37,8 @@ const isRl = variant === 'rl' || variant === 'rl-baseline' || variant === 'rl-le
 async function rlLimiter() {
   const { Limiter } = await rlModule('')
   // rl-leases: exact leases (README: Hot keys), so most requests are decided without a round trip.
-  return new Limiter(REDIS_URL, variant === 'rl-leases' ? { leases: 'on' } : undefined)
+  limiter = new Limiter(REDIS_URL, variant === 'rl-leases' ? { leases: 'on' } : undefined)
+  return limiter
 }
 
 async function expressApp() {

@@ -116,7 +116,9 @@ async function moderate([framework, variant, label]) {
   redis('FLUSHALL')
   const { url, stop } = await startApp(framework, variant, label)
   try {
+    const before = await (await fetch(`${url}__served`)).json()
     const results = execFileSync(VEGETA, ['attack', `-rate=${RATE}/s`, `-duration=${MODERATE_SECONDS}s`, '-keepalive=true'], { input: `GET ${url}\n`, maxBuffer: 1 << 30 })
+    const after = await (await fetch(`${url}__served`)).json()
     const report = JSON.parse(execFileSync(VEGETA, ['report', '-type=json'], { input: results, encoding: 'utf8', maxBuffer: 1 << 30 }))
     const codes = report.status_codes ?? {}
     return {
@@ -129,6 +131,8 @@ async function moderate([framework, variant, label]) {
       p99: report.latencies['99th'] / 1e6,
       ok: codes['200'] ?? 0,
       other: report.requests - (codes['200'] ?? 0),
+      // rl: decisions during the run that made a Redis round trip (not from a lease).
+      roundTrips: after.decided ? after.decided.normal - before.decided.normal : null,
     }
   } finally {
     await stop()
@@ -163,13 +167,15 @@ if (PHASES.includes('moderate')) {
     p50: median(s.map((r) => r.p50)),
     p99: median(s.map((r) => r.p99)),
     p99s: s.map((r) => r.p99.toFixed(2)).join(' / '),
+    roundTrips: s[0].roundTrips === null ? null : s.reduce((n, r) => n + r.roundTrips, 0),
   }))
   console.log(`\nModerate load: one key, vegeta at a fixed ${RATE} req/s (open loop; half the limit of ${LIMIT} per ${WINDOW_MS} ms, so all admitted), ${ROUNDS} rounds of ${MODERATE_SECONDS}s per app taken in turns, medians; load average after: ${load()}\n`)
-  console.log('| app | requests | 200 | other | P50 ms | P99 ms | P99 per round | added to the app\'s P99 |')
-  console.log('|---|---:|---:|---:|---:|---:|---:|---:|')
+  console.log('| app | requests | 200 | other | P50 ms | P99 ms | P99 per round | added to the app\'s P99 | rl: decided by Redis (not a lease) |')
+  console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|')
   for (const r of rows) {
     const base = rows.find((b) => b.framework === r.framework && b.variant === 'none')
     const added = r.variant === 'none' || !base ? '' : `${(((r.p99 - base.p99) / base.p99) * 100).toFixed(0)}%`
-    console.log(`| ${r.label} | ${r.requests} | ${r.ok} | ${r.other} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} | ${r.p99s} | ${added} |`)
+    const trips = r.roundTrips === null ? '' : `${r.roundTrips} (${((r.roundTrips / r.requests) * 100).toFixed(1)}%)`
+    console.log(`| ${r.label} | ${r.requests} | ${r.ok} | ${r.other} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} | ${r.p99s} | ${added} | ${trips} |`)
   }
 }
