@@ -3,7 +3,7 @@
 // WINDOW_MS. The handler records the time of every request it serves; GET /__served (never
 // limited) answers how many it served and the most it served in any WINDOW_MS span (app clock).
 // Variant `rl-baseline`: rl's middleware from the bindings-node directory BENCH_BASELINE;
-// `rl-leases`: rl's middleware on a limiter with leases=on.
+// `rl-leases`: rl's middleware on a limiter with leases=on; `rl-memory`: on the memory backend.
 import { Redis } from 'ioredis'
 
 const [framework, variant, port] = process.argv.slice(2)
@@ -32,12 +32,13 @@ const decided = () => {
 const report = () => ({ served: served.length, maxInWindow: maxInSpan(served, WINDOW_MS), decided: decided() })
 
 const rlModule = (name) => (variant === 'rl-baseline' ? import(`${process.env.BENCH_BASELINE}/${name === '' ? 'limiter' : name}.js`) : import(`rl-limiter${name && '/' + name}`))
-const isRl = variant === 'rl' || variant === 'rl-baseline' || variant === 'rl-leases'
+const isRl = variant === 'rl' || variant === 'rl-baseline' || variant === 'rl-leases' || variant === 'rl-memory'
 
 async function rlLimiter() {
   const { Limiter } = await rlModule('')
   // rl-leases: exact leases (README: Hot keys), so most requests are decided without a round trip.
-  limiter = new Limiter(REDIS_URL, variant === 'rl-leases' ? { leases: 'on' } : undefined)
+  // rl-memory: the memory backend, the middleware's own cost with no Redis.
+  limiter = new Limiter(variant === 'rl-memory' ? 'memory://' : REDIS_URL, variant === 'rl-leases' ? { leases: 'on' } : undefined)
   return limiter
 }
 

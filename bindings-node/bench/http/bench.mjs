@@ -31,6 +31,9 @@ const VEGETA = process.env.VEGETA ?? 'vegeta'
 const BASELINE = process.env.BENCH_BASELINE
 const PHASES = (process.env.BENCH_PHASES ?? 'over,moderate').split(',')
 const FRAMEWORKS = (process.env.BENCH_FRAMEWORKS ?? 'express,fastify').split(',')
+// BENCH_VARIANTS=none,rl-memory,...: only these variants (rl-memory, the middleware on the memory
+// backend, is the middleware's own cost with no Redis and no lease bookkeeping; not run by default).
+const VARIANTS = process.env.BENCH_VARIANTS?.split(',')
 const runs = [
   ['express', 'none', 'Express, no limiter'],
   ['express', 'rl', 'Express + rl-limiter/express'],
@@ -42,7 +45,8 @@ const runs = [
   ['fastify', 'rl-leases', 'Fastify + rl-limiter/fastify, leases=on'],
   ...(BASELINE ? [['fastify', 'rl-baseline', 'Fastify + rl-limiter/fastify (baseline)']] : []),
   ['fastify', 'peer', 'Fastify + @fastify/rate-limit (ioredis)'],
-].filter(([framework]) => FRAMEWORKS.includes(framework))
+  ...(VARIANTS?.includes('rl-memory') ? [['express', 'rl-memory', 'Express + rl-limiter/express, memory://'], ['fastify', 'rl-memory', 'Fastify + rl-limiter/fastify, memory://']] : []),
+].filter(([framework, variant]) => FRAMEWORKS.includes(framework) && (!VARIANTS || VARIANTS.includes(variant)))
 
 const redis = (...args) => execFileSync('redis-cli', ['-h', '127.0.0.1', '-p', PORT, ...args], { encoding: 'utf8' }).trim()
 function commandCalls() {
