@@ -18,7 +18,7 @@
 # judged by (a closed loop over capacity measures queueing instead). Reported per way: P50/P99,
 # and for rl and redis the P99 they add over `none` of the same run, in %.
 #
-#   bash bindings-java/bench/http/run.sh            (env: SECONDS_PER_RUN=10 CONNS=32 LIMIT=500 WINDOW_MS=1000 MODES="none rl rl-leases redis" RATE=LIMIT/2 per s ROUNDS=3)
+#   bash bindings-java/bench/http/run.sh            (env: SECONDS_PER_RUN=10 CONNS=32 LIMIT=500 WINDOW_MS=1000 MODES="none rl rl-leases redis" RATE=LIMIT/2 per s ROUNDS=3 WARMUP_SECONDS=3*SECONDS_PER_RUN)
 #
 # Builds and installs dev.rl:rl-java (release native library) and dev.rl:rl-spring-cloud-gateway
 # first, and loads the release library from the cargo target dir (rl.native.path), whatever jar a
@@ -35,6 +35,7 @@ window="${WINDOW_MS:-1000}"
 modes="${MODES:-none rl rl-leases redis}"
 rate="${RATE:-$((limit * 1000 / window / 2))}"
 rounds="${ROUNDS:-3}"
+warmup="${WARMUP_SECONDS:-$((secs * 3))}"
 mvn_flags=(-q -B -ntp -Dstyle.color=never)
 command -v wrk >/dev/null || { echo "wrk is missing: apt-get install -y wrk" >&2; exit 1; }
 vegeta="$(command -v vegeta || echo "$target/tools/bin/vegeta")"
@@ -87,8 +88,10 @@ for mode in $modes; do
     curl -s -o /dev/null "http://127.0.0.1:$port/__stats?window=$window" && break
     sleep 0.5
   done
-  echo "== $mode: warm-up ($((secs / 2)) s), then $rounds x $secs s, $conns connections"
-  wrk -t2 -c"$conns" -d"$((secs / 2))s" "http://127.0.0.1:$port/bench/x" >/dev/null
+  # The JIT is still warming for tens of seconds (req/s rose 3x from round to round after a 5 s
+  # warm-up): WARMUP_SECONDS (default 3 x SECONDS_PER_RUN) of the same load first.
+  echo "== $mode: warm-up ($warmup s), then $rounds x $secs s, $conns connections"
+  wrk -t2 -c"$conns" -d"${warmup}s" "http://127.0.0.1:$port/bench/x" >/dev/null
   sleep 1.5   # let the warm-up's window pass
   curl -s "http://127.0.0.1:$port/__stats?window=$window" >/dev/null
   # ROUNDS runs over the limit too: req/s and P50/P99 are the rounds' medians, the most served in
@@ -116,6 +119,7 @@ for mode in $modes; do
       | "$vegeta" attack -rate="$rate/s" -duration="${secs}s" -timeout=2s | "$vegeta" report -type=json)")
   done
   mstats="$(curl -s "http://127.0.0.1:$port/__stats?window=$window")"
+  mtrips=$(( $(sed -E 's/.*rl_normal=([0-9]+).*/\1/' <<<"$mstats") - $(sed -E 's/.*rl_normal=([0-9]+).*/\1/' <<<"$stats") ))
   kill "$gw_pid"; wait "$gw_pid" 2>/dev/null || true; gw_pid=""
   rm -f "$log"
   median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
@@ -128,7 +132,8 @@ rs=[json.loads(l) for l in sys.stdin if l.strip()]; m=lambda k: st.median(r["lat
 print(sum(r["requests"] for r in rs), "%.2f" % m("50th"), "%.2f" % m("99th"),
       sum(r["status_codes"].get("200", 0) for r in rs), "/".join("%.2f" % (r["latencies"]["99th"]/1e6) for r in rs))')
   mp99[$mode]="$m99"
-  mrows+=("$mode $mreq $m50 $m99 $mok $(sed -E 's/.*served=([0-9]+).*/\1/' <<<"$mstats") $mall")
+  [ "$mode" = rl ] || [ "$mode" = rl-leases ] || mtrips="-"
+  mrows+=("$mode $mreq $m50 $m99 $mok $(sed -E 's/.*served=([0-9]+).*/\1/' <<<"$mstats") $mall $mtrips")
 done
 
 echo
@@ -138,12 +143,12 @@ printf '%s\n' "${rows[@]}"
 
 echo
 echo "moderate load: $rate req/s, $rounds rounds of $secs s (vegeta, open loop; all below the limit, so all admitted); P50/P99: the rounds' medians"
-printf '%-9s %9s %9s %9s %9s %10s %14s  %s\n' way requests "P50 ms" "P99 ms" "200s" served "added P99" "P99 per round"
+printf '%-9s %9s %9s %9s %9s %10s %14s %14s  %s\n' way requests "P50 ms" "P99 ms" "200s" served "added P99" "rl by Redis" "P99 per round"
 for r in "${mrows[@]}"; do
-  read -r mode mreq m50 m99 mok mserved mall <<<"$r"
+  read -r mode mreq m50 m99 mok mserved mall mtrips <<<"$r"
   added="-"
   if [ "$mode" != none ] && [ -n "${mp99[none]:-}" ]; then
     added="$(awk -v a="$m99" -v b="${mp99[none]}" 'BEGIN {printf "%+.0f%%", (a-b)/b*100}')"
   fi
-  printf '%-9s %9s %9s %9s %9s %10s %14s  %s\n' "$mode" "$mreq" "$m50" "$m99" "$mok" "$mserved" "$added" "$mall"
+  printf '%-9s %9s %9s %9s %9s %10s %14s %14s  %s\n' "$mode" "$mreq" "$m50" "$m99" "$mok" "$mserved" "$added" "$mtrips" "$mall"
 done

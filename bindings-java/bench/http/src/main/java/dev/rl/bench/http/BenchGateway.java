@@ -38,7 +38,7 @@ public class BenchGateway {
     static final List<Long> SERVED = new ArrayList<>();
 
     @Bean(destroyMethod = "")
-    HttpServer upstream() throws IOException {
+    HttpServer upstream(dev.rl.RateLimiter limiter) throws IOException {
         HttpServer s = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 1024);
         s.createContext("/bench", ex -> {
             long now = System.currentTimeMillis();
@@ -62,7 +62,10 @@ public class BenchGateway {
                 }
                 most = Math.max(most, b - a + 1);
             }
-            reply(ex, "served=" + t.size() + " most_in_window=" + most + "\n");
+            // How rl decided so far (a decision not from a lease made a Redis round trip).
+            dev.rl.Stats st = limiter.stats();
+            reply(ex, "served=" + t.size() + " most_in_window=" + most + " rl_normal=" + st.decisionsNormal()
+                    + " rl_lease=" + st.decisionsLease() + "\n");
         });
         s.setExecutor(Executors.newFixedThreadPool(4));
         s.start();
