@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::Poll;
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
@@ -39,17 +39,14 @@ pub struct Tally {
     pub latency_by_mode: BTreeMap<&'static str, Histogram<u64>>,
 }
 
-/// Polls `call` once with the calling task's waker: its output if it is ready, else `None` and
-/// the call stays pending (whoever polls it next registers their own waker; a wake-up meant for
-/// this task is then only a spurious one).
+/// Polls `call` once: its output if it is ready, else `None` and the call stays pending. The
+/// waker does nothing: whoever polls the call next registers theirs (the spawned task, at once),
+/// and the sender is not woken by a reply that is not its own.
 async fn first_poll<F: Future + ?Sized>(mut call: Pin<&mut F>) -> Option<F::Output> {
-    std::future::poll_fn(|cx| {
-        Poll::Ready(match call.as_mut().poll(cx) {
-            Poll::Ready(v) => Some(v),
-            Poll::Pending => None,
-        })
-    })
-    .await
+    match call.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(v) => Some(v),
+        Poll::Pending => None,
+    }
 }
 
 enum Sample {
