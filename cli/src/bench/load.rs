@@ -3,10 +3,7 @@
 //! never queued, because queueing would quietly turn the offered load into a closed loop.
 
 use std::collections::BTreeMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
@@ -35,23 +32,17 @@ pub struct Tally {
     pub shed: u64,
     pub first_error: Option<String>,
     pub modes: BTreeMap<&'static str, u64>,
-    /// Send to answer per deciding path, µs: the leased decisions' own latency.
+    /// Call to answer per deciding path, µs: the time `acquire` itself took, from its call (in
+    /// the request's own task) to its answer, what a handler awaiting it inline waits. Unlike
+    /// `latency`, it leaves out the request task's wait for a worker before the call, which on
+    /// a saturated client is this harness's run queue, not the limiter's.
     pub latency_by_mode: BTreeMap<&'static str, Histogram<u64>>,
-}
-
-/// Polls `call` once: its output if it is ready, else `None` and the call stays pending. The
-/// waker does nothing: whoever polls the call next registers theirs (the spawned task, at once),
-/// and the sender is not woken by a reply that is not its own.
-async fn first_poll<F: Future + ?Sized>(mut call: Pin<&mut F>) -> Option<F::Output> {
-    match call.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
-        Poll::Ready(v) => Some(v),
-        Poll::Pending => None,
-    }
 }
 
 enum Sample {
     Done {
         latency: Duration,
+        call: Duration,
         lag: Duration,
         verdict: Result<Verdict, String>,
     },
@@ -91,33 +82,16 @@ pub async fn drive(
                     let _ = tx.send(Sample::Shed { lag });
                     continue;
                 };
-                let c = contender.clone();
-                let mut call = Box::pin(async move { c.acquire(limit, window_ms).await });
-                // A request handler awaits its decision inline: one the limiter answers at once
-                // (a lease, a cached denial, the memory backend) is answered right here, as it
-                // would be there. Only a call that waits is spawned, so the schedule never waits
-                // for it; its latency then includes the spawned task's wait for a worker.
-                // The first poll is a fresh task's (unconstrained: this loop's own budget is
-                // not the request's), and the loop yields as often as any task.
-                let first = tokio::task::unconstrained(first_poll(call.as_mut())).await;
-                tokio::task::consume_budget().await;
-                if let Some(verdict) = first {
-                    let latency = sent.elapsed();
-                    drop(permit);
-                    let _ = tx.send(Sample::Done {
-                        latency,
-                        lag,
-                        verdict,
-                    });
-                    continue;
-                }
-                let tx = tx.clone();
+                let (c, tx) = (contender.clone(), tx.clone());
                 tokio::spawn(async move {
-                    let verdict = call.await;
+                    let called = Instant::now();
+                    let verdict = c.acquire(limit, window_ms).await;
+                    let call = called.elapsed();
                     let latency = sent.elapsed();
                     drop(permit);
                     let _ = tx.send(Sample::Done {
                         latency,
+                        call,
                         lag,
                         verdict,
                     });
@@ -152,6 +126,7 @@ pub async fn drive(
             }
             Sample::Done {
                 latency: lat,
+                call,
                 lag,
                 verdict,
             } => {
@@ -164,7 +139,7 @@ pub async fn drive(
                             t.latency_by_mode
                                 .entry(v.mode)
                                 .or_insert_with(latency::histogram),
-                            lat,
+                            call,
                         );
                         if v.allowed {
                             t.allowed += 1;

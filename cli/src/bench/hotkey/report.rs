@@ -315,7 +315,7 @@ pub fn table(r: &HotKeyReport) -> String {
     row("latency P50 (us)", &|x| q(x.latency, |q| q.p50_us));
     row("latency P99 (us)", &|x| q(x.latency, |q| q.p99_us));
     row("latency P999 (us)", &|x| q(x.latency, |q| q.p999_us));
-    row("leased decisions P99 (us)", &|x| {
+    row("leased decisions P99, call (us)", &|x| {
         q(x.lease_latency, |q| q.p99_us)
     });
     row("send lag P99 (us)", &|x| {
