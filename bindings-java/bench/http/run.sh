@@ -18,7 +18,7 @@
 # judged by (a closed loop over capacity measures queueing instead). Reported per way: P50/P99,
 # and for rl and redis the P99 they add over `none` of the same run, in %.
 #
-#   bash bindings-java/bench/http/run.sh            (env: SECONDS_PER_RUN=10 CONNS=32 LIMIT=500 WINDOW_MS=1000 MODES="none rl rl-leases redis" RATE=LIMIT/2 per s ROUNDS=3 WARMUP_SECONDS=3*SECONDS_PER_RUN)
+#   bash bindings-java/bench/http/run.sh            (env: SECONDS_PER_RUN=10 CONNS=32 LIMIT=500 WINDOW_MS=1000 MODES="none rl rl-leases redis" RATE=LIMIT/2 per s ROUNDS=6 WARMUP_SECONDS=3*SECONDS_PER_RUN)
 #
 # Builds and installs dev.rl:rl-java (release native library) and dev.rl:rl-spring-cloud-gateway
 # first, and loads the release library from the cargo target dir (rl.native.path), whatever jar a
@@ -34,7 +34,7 @@ limit="${LIMIT:-500}"
 window="${WINDOW_MS:-1000}"
 modes="${MODES:-none rl rl-leases redis}"
 rate="${RATE:-$((limit * 1000 / window / 2))}"
-rounds="${ROUNDS:-3}"
+rounds="${ROUNDS:-6}"
 warmup="${WARMUP_SECONDS:-$((secs * 3))}"
 mvn_flags=(-q -B -ntp -Dstyle.color=never)
 command -v wrk >/dev/null || { echo "wrk is missing: apt-get install -y wrk" >&2; exit 1; }
@@ -55,8 +55,10 @@ cp="bindings-java/bench/http/target/classes:$(cat bindings-java/bench/http/targe
 
 eval "$("$target/debug/rl-harness" start)"   # RL_TEST_REDIS_URL, _PORT, _PID, _DIR
 gw_pid=""
+results="$(mktemp -d)"   # each moderate round's vegeta results
 cleanup() {
   [ -n "$gw_pid" ] && kill "$gw_pid" 2>/dev/null && wait "$gw_pid" 2>/dev/null
+  rm -rf "$results"
   "$target/debug/rl-harness" stop --pid "$RL_TEST_REDIS_PID" --dir "$RL_TEST_REDIS_DIR" >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
@@ -111,12 +113,14 @@ for mode in $modes; do
     sleep 1.5   # this round's window passes before the next
   done
   after="$(redis_calls)"
-  # ROUNDS rounds on the same gateway, the median round's P99 reported (one round's P99 is a
-  # handful of requests, at the mercy of one GC pause or scheduler hiccup on a shared machine).
-  mreports=()
-  for _ in $(seq 1 "$rounds"); do
-    mreports+=("$(echo "GET http://127.0.0.1:$port/bench/x" \
-      | "$vegeta" attack -rate="$rate/s" -duration="${secs}s" -timeout=2s | "$vegeta" report -type=json)")
+  # ROUNDS rounds on the same gateway; P50/P99 are those of every round's requests together (one
+  # round's P99 is a handful of requests, at the mercy of one GC pause or scheduler hiccup on a
+  # shared machine), each round's P99 shown beside them.
+  mfiles=()
+  for i in $(seq 1 "$rounds"); do
+    mfiles+=("$results/$mode.$i.vegeta")
+    echo "GET http://127.0.0.1:$port/bench/x" \
+      | "$vegeta" attack -rate="$rate/s" -duration="${secs}s" -timeout=2s >"${mfiles[-1]}"
   done
   mstats="$(curl -s "http://127.0.0.1:$port/__stats?window=$window")"
   mtrips=$(( $(sed -E 's/.*rl_normal=([0-9]+).*/\1/' <<<"$mstats") - $(sed -E 's/.*rl_normal=([0-9]+).*/\1/' <<<"$stats") ))
@@ -127,10 +131,11 @@ for mode in $modes; do
   rps_all="$(IFS=/; echo "${orps[*]}")"
   per="$(awk -v a="$after" -v b="$before" -v n="$total" 'BEGIN {printf "%.2f", (a-b)/n}')"
   rows+=("$(printf '%-9s %9s %9s %9s %10s %12s %14s %9s  %s' "$mode" "$rps" "$p50" "$p99" "$served" "$most" "$per" "$timeouts" "$rps_all")")
-  read -r mreq m50 m99 mok mall < <(printf '%s\n' "${mreports[@]}" | python3 -c 'import json,sys,statistics as st
-rs=[json.loads(l) for l in sys.stdin if l.strip()]; m=lambda k: st.median(r["latencies"][k]/1e6 for r in rs)
-print(sum(r["requests"] for r in rs), "%.2f" % m("50th"), "%.2f" % m("99th"),
-      sum(r["status_codes"].get("200", 0) for r in rs), "/".join("%.2f" % (r["latencies"]["99th"]/1e6) for r in rs))')
+  mall="$(for f in "${mfiles[@]}"; do "$vegeta" report -type=json "$f"; echo; done | python3 -c 'import json,sys
+print("/".join("%.2f" % (json.loads(l)["latencies"]["99th"]/1e6) for l in sys.stdin if l.strip()))')"
+  read -r mreq m50 m99 mok < <("$vegeta" report -type=json "${mfiles[@]}" | python3 -c 'import json,sys
+r=json.load(sys.stdin); l=r["latencies"]
+print(r["requests"], "%.2f" % (l["50th"]/1e6), "%.2f" % (l["99th"]/1e6), r["status_codes"].get("200", 0))')
   mp99[$mode]="$m99"
   [ "$mode" = rl ] || [ "$mode" = rl-leases ] || mtrips="-"
   mrows+=("$mode $mreq $m50 $m99 $mok $(sed -E 's/.*served=([0-9]+).*/\1/' <<<"$mstats") $mall $mtrips")
@@ -142,7 +147,7 @@ printf '%-9s %9s %9s %9s %10s %12s %14s %9s  %s\n' way "req/s" "P50 ms" "P99 ms"
 printf '%s\n' "${rows[@]}"
 
 echo
-echo "moderate load: $rate req/s, $rounds rounds of $secs s (vegeta, open loop; all below the limit, so all admitted); P50/P99: the rounds' medians"
+echo "moderate load: $rate req/s, $rounds rounds of $secs s (vegeta, open loop; all below the limit, so all admitted); P50/P99: of all rounds' requests together"
 printf '%-9s %9s %9s %9s %9s %10s %14s %14s  %s\n' way requests "P50 ms" "P99 ms" "200s" served "added P99" "rl by Redis" "P99 per round"
 for r in "${mrows[@]}"; do
   read -r mode mreq m50 m99 mok mserved mall mtrips <<<"$r"
