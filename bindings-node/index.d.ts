@@ -18,11 +18,12 @@ export declare class NativeLimiter {
   acquireAll(keys: Array<string | Buffer>, nums: Array<number>, group?: string | Buffer | undefined | null): Promise<object>
   /**
    * `url`: `redis://...`, `rediss://...`, `memory://` or null/undefined (memory). `options`:
-   * the caller's options object, camelCase keys. `makeError`/`makeDecision`: see `Factories`;
+   * the caller's options object, camelCase keys. `makeError`/`makeDecision`/`makeComposite`:
+   * see `Factories`;
    * `wake`: any function (the threadsafe function's target, called once per batch of settled
    * calls).
    */
-  constructor(url: string | undefined | null, options: object, makeError: (code: string, message: string, argument: string | null, details: number[]) => Error, makeDecision: (allowed: boolean, remaining: number, used: number, retryAfterMs: number, resetAfterMs: number, mode: number | string, nowMs: number) => NativeDecision, wake: () => void)
+  constructor(url: string | undefined | null, options: object, makeError: (code: string, message: string, argument: string | null, details: number[]) => Error, makeDecision: (allowed: boolean, remaining: number, used: number, retryAfterMs: number, resetAfterMs: number, mode: number | string, nowMs: number) => NativeDecision, makeComposite: (allowed: boolean, retryAfterMs: number, mode: number | string, nowMs: number, decisions: NativeDecision[], headers?: string[], body?: string) => object, wake: () => void)
   /** `"redis"` or `"memory"`; `"closed"` after `close()`. */
   get backend(): string
   get closed(): boolean

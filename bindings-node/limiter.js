@@ -125,6 +125,16 @@ function makeDecision(allowed, remaining, used, retryAfterMs, resetAfterMs, mode
   return { allowed, remaining, used, retryAfterMs, resetAfterMs, mode: typeof mode === 'number' ? MODES[mode] : mode, nowMs }
 }
 
+/**
+ * Builds acquireAll's CompositeDecision, or with `headers` acquirePolicies' `{ decision, headers,
+ * body }` (`body` only on a denial); called by the native layer for every settled composite call.
+ */
+function makeComposite(allowed, retryAfterMs, mode, nowMs, decisions, headers, body) {
+  const decision = { allowed, retryAfterMs, mode: typeof mode === 'number' ? MODES[mode] : mode, nowMs, decisions }
+  if (headers === undefined) return decision
+  return body === undefined ? { decision, headers } : { decision, headers, body }
+}
+
 function describe(value) {
   if (value === null) return 'null'
   if (typeof value === 'string') return `type string (${JSON.stringify(value.length > 28 ? value.slice(0, 25) + '...' : value)})`
@@ -320,7 +330,7 @@ class Limiter {
     if (url !== undefined && url !== null && typeof url !== 'string') {
       throw new InvalidArgumentTypeError('url', `must be of type string. Received ${describe(url)}`)
     }
-    this.#native = new NativeLimiter(url ?? undefined, optionsArg(options), makeError, makeDecision, noop)
+    this.#native = new NativeLimiter(url ?? undefined, optionsArg(options), makeError, makeDecision, makeComposite, noop)
   }
 
   /** `'redis'` or `'memory'` (`'closed'` after `close()`). */

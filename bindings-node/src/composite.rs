@@ -3,11 +3,14 @@
 //! hands them over flattened (keys, and `limit, windowMs, cost` per rule); number shapes are
 //! checked here, everything else by the core.
 
+use std::ptr;
+
 use napi::bindgen_prelude::*;
 use napi::sys;
 use napi_derive::napi;
+use rl_core::headers::Response;
 use rl_core::unwind::{test_panic, TestPanic};
-use rl_core::{CompositeDecision, Rule};
+use rl_core::{CompositeDecision, Mode, Rule};
 
 use crate::bridge::Outcome;
 use crate::convert::{key_bytes, number_of};
@@ -102,19 +105,78 @@ impl Factories {
     /// A CompositeDecision object: `{allowed, retryAfterMs, mode, nowMs, decisions}`, each
     /// decision made like `acquire`'s.
     pub(crate) fn composite(&self, env: &Env, c: &CompositeDecision) -> Result<sys::napi_value> {
-        let mut o = Object::new(env)?;
-        o.set_named_property("allowed", c.allowed)?;
-        o.set_named_property("retryAfterMs", c.retry_after_ms as f64)?;
-        o.set_named_property("mode", c.mode.as_str())?;
-        o.set_named_property("nowMs", c.now_ms as f64)?;
+        self.make_composite(env, c, None)
+    }
+
+    /// `makeComposite(allowed, retryAfterMs, mode, nowMs, decisions[, headers, body])`: the
+    /// objects are literals made in JavaScript (one shape each, no property set one napi call at
+    /// a time: on a request that finds the process idle every napi call runs cold, and this is
+    /// on every middleware request). With `response`, `acquirePolicies`' `{ decision, headers,
+    /// body }`: `headers` flat (`[name, value, ...]`), `body` a denial's problem body or
+    /// undefined.
+    pub(crate) fn make_composite(
+        &self,
+        env: &Env,
+        c: &CompositeDecision,
+        response: Option<&Response>,
+    ) -> Result<sys::napi_value> {
+        let raw = env.raw();
+        let f = self.make_composite.borrow_back(env)?.raw();
+        let mut args = [ptr::null_mut(); 7];
         let mut list = env.create_array(c.decisions.len() as u32)?;
         for (i, d) in c.decisions.iter().enumerate() {
             let v = self.decision(env, d)?;
-            list.set(i as u32, unsafe {
-                Unknown::from_raw_unchecked(env.raw(), v)
-            })?;
+            list.set(i as u32, unsafe { Unknown::from_raw_unchecked(raw, v) })?;
         }
-        o.set_named_property("decisions", list)?;
-        Ok(o.raw())
+        args[4] = unsafe { Array::to_napi_value(raw, list)? };
+        let mode = Mode::ALL.iter().position(|m| *m == c.mode);
+        let mut argc = 5;
+        let mut recv = ptr::null_mut();
+        let mut out = ptr::null_mut();
+        let mut ok = unsafe {
+            let mut ok =
+                sys::napi_get_boolean(raw, c.allowed, &mut args[0]) == sys::Status::napi_ok;
+            ok &= sys::napi_create_double(raw, c.retry_after_ms as f64, &mut args[1])
+                == sys::Status::napi_ok;
+            ok &= match mode {
+                Some(i) => sys::napi_create_int32(raw, i as i32, &mut args[2]),
+                None => {
+                    let name = c.mode.as_str();
+                    sys::napi_create_string_utf8(
+                        raw,
+                        name.as_ptr().cast(),
+                        name.len() as isize,
+                        &mut args[2],
+                    )
+                }
+            } == sys::Status::napi_ok;
+            ok &=
+                sys::napi_create_double(raw, c.now_ms as f64, &mut args[3]) == sys::Status::napi_ok;
+            ok & (sys::napi_get_undefined(raw, &mut recv) == sys::Status::napi_ok)
+        };
+        if let Some(r) = response {
+            let mut headers = env.create_array(2 * r.headers.len() as u32)?;
+            for (i, (name, value)) in r.headers.iter().enumerate() {
+                headers.set(2 * i as u32, *name)?;
+                headers.set(2 * i as u32 + 1, value.as_str())?;
+            }
+            args[5] = unsafe { Array::to_napi_value(raw, headers)? };
+            args[6] = match &r.body {
+                Some(body) => unsafe { <&str>::to_napi_value(raw, body.as_str())? },
+                None => recv,
+            };
+            argc = 7;
+        }
+        ok = ok
+            && unsafe { sys::napi_call_function(raw, recv, f, argc, args.as_ptr(), &mut out) }
+                == sys::Status::napi_ok;
+        if ok {
+            Ok(out)
+        } else {
+            Err(Error::new(
+                Status::GenericFailure,
+                "cannot build a CompositeDecision",
+            ))
+        }
     }
 }

@@ -8,13 +8,14 @@ use napi::bindgen_prelude::*;
 use napi::sys;
 use rl_core::options::camel_case;
 
-/// The factories `limiter.js` gives each limiter: `makeError` (above) and `makeDecision` (see
-/// `convert`). Kept per limiter, so each limiter uses the classes of the `limiter.js` that made
+/// The factories `limiter.js` gives each limiter: `makeError` (above), `makeDecision` (see
+/// `convert`) and `makeComposite` (see `composite`). Kept per limiter, so each limiter uses the classes of the `limiter.js` that made
 /// it. (napi-rs releases a `FunctionRef` safely from any thread and after its environment is
 /// gone.)
 pub(crate) struct Factories {
     pub(crate) make_error: FunctionRef<ErrorArgs, Unknown<'static>>,
     pub(crate) make_decision: FunctionRef<(), Unknown<'static>>,
+    pub(crate) make_composite: FunctionRef<(), Unknown<'static>>,
 }
 
 pub(crate) type ErrorArgs = FnArgs<(String, String, Option<String>, Vec<f64>)>;

@@ -28,13 +28,14 @@ pub struct NativeLimiter {
 #[napi]
 impl NativeLimiter {
     /// `url`: `redis://...`, `rediss://...`, `memory://` or null/undefined (memory). `options`:
-    /// the caller's options object, camelCase keys. `makeError`/`makeDecision`: see `Factories`;
+    /// the caller's options object, camelCase keys. `makeError`/`makeDecision`/`makeComposite`:
+    /// see `Factories`;
     /// `wake`: any function (the threadsafe function's target, called once per batch of settled
     /// calls).
     #[napi(
         constructor,
         catch_unwind,
-        ts_args_type = "url: string | undefined | null, options: object, makeError: (code: string, message: string, argument: string | null, details: number[]) => Error, makeDecision: (allowed: boolean, remaining: number, used: number, retryAfterMs: number, resetAfterMs: number, mode: number | string, nowMs: number) => NativeDecision, wake: () => void"
+        ts_args_type = "url: string | undefined | null, options: object, makeError: (code: string, message: string, argument: string | null, details: number[]) => Error, makeDecision: (allowed: boolean, remaining: number, used: number, retryAfterMs: number, resetAfterMs: number, mode: number | string, nowMs: number) => NativeDecision, makeComposite: (allowed: boolean, retryAfterMs: number, mode: number | string, nowMs: number, decisions: NativeDecision[], headers?: string[], body?: string) => object, wake: () => void"
     )]
     pub fn new(
         env: Env,
@@ -42,10 +43,12 @@ impl NativeLimiter {
         options: Object,
         make_error: Function<ErrorArgs, Unknown<'static>>,
         make_decision: Function<(), Unknown<'static>>,
+        make_composite: Function<(), Unknown<'static>>,
         wake: Function<(), Unknown<'static>>,
     ) -> Result<Self> {
         rl_core::unwind::call(|| {
-            Self::open(&env, url, &options, &make_error, &make_decision, &wake)
+            let makers = (&make_decision, &make_composite);
+            Self::open(&env, url, &options, &make_error, makers, &wake)
         })
         .unwrap_or_else(|m| {
             let e = make_error.call(FnArgs::from((PANIC_CODE.to_string(), m, None, vec![])));
@@ -58,12 +61,16 @@ impl NativeLimiter {
         url: Option<String>,
         options: &Object,
         make_error: &Function<ErrorArgs, Unknown<'static>>,
-        make_decision: &Function<(), Unknown<'static>>,
+        (make_decision, make_composite): (
+            &Function<(), Unknown<'static>>,
+            &Function<(), Unknown<'static>>,
+        ),
         wake: &Function<(), Unknown<'static>>,
     ) -> Result<Self> {
         let factories = Factories {
             make_error: make_error.create_ref()?,
             make_decision: make_decision.create_ref()?,
+            make_composite: make_composite.create_ref()?,
         };
         let options = options::from_object(options)?.map_err(|e| factories.throw(env, &e))?;
         let core = rl_core::Limiter::open(url.as_deref(), options)

@@ -118,27 +118,13 @@ impl NativeLimiter {
 }
 
 impl Factories {
-    /// `{ decision, headers, body }` for `acquirePolicies`.
+    /// `{ decision, headers, body }` for `acquirePolicies` (see `Factories::make_composite`).
     pub(crate) fn responded(
         &self,
         env: &Env,
         c: &CompositeDecision,
         r: &Response,
     ) -> Result<sys::napi_value> {
-        let mut o = Object::new(env)?;
-        let decision = self.composite(env, c)?;
-        o.set_named_property("decision", unsafe {
-            Unknown::from_raw_unchecked(env.raw(), decision)
-        })?;
-        let mut headers = env.create_array(2 * r.headers.len() as u32)?;
-        for (i, (name, value)) in r.headers.iter().enumerate() {
-            headers.set(2 * i as u32, *name)?;
-            headers.set(2 * i as u32 + 1, value.as_str())?;
-        }
-        o.set_named_property("headers", headers)?;
-        if let Some(body) = &r.body {
-            o.set_named_property("body", body.as_str())?;
-        }
-        Ok(o.raw())
+        self.make_composite(env, c, Some(r))
     }
 }
