@@ -10,10 +10,10 @@ use napi::sys;
 use napi_derive::napi;
 use rl_core::headers::Response;
 use rl_core::unwind::{test_panic, TestPanic};
-use rl_core::{CompositeDecision, Mode, Rule};
+use rl_core::{CompositeDecision, Rule};
 
 use crate::bridge::Outcome;
-use crate::convert::{key_bytes, number_of};
+use crate::convert::{key_bytes, mode_value, number_of};
 use crate::errors::Factories;
 use crate::limiter::NativeLimiter;
 
@@ -129,7 +129,6 @@ impl Factories {
             list.set(i as u32, unsafe { Unknown::from_raw_unchecked(raw, v) })?;
         }
         args[4] = unsafe { Array::to_napi_value(raw, list)? };
-        let mode = Mode::ALL.iter().position(|m| *m == c.mode);
         let mut argc = 5;
         let mut recv = ptr::null_mut();
         let mut out = ptr::null_mut();
@@ -138,18 +137,7 @@ impl Factories {
                 sys::napi_get_boolean(raw, c.allowed, &mut args[0]) == sys::Status::napi_ok;
             ok &= sys::napi_create_double(raw, c.retry_after_ms as f64, &mut args[1])
                 == sys::Status::napi_ok;
-            ok &= match mode {
-                Some(i) => sys::napi_create_int32(raw, i as i32, &mut args[2]),
-                None => {
-                    let name = c.mode.as_str();
-                    sys::napi_create_string_utf8(
-                        raw,
-                        name.as_ptr().cast(),
-                        name.len() as isize,
-                        &mut args[2],
-                    )
-                }
-            } == sys::Status::napi_ok;
+            ok &= mode_value(raw, c.mode, &mut args[2]);
             ok &=
                 sys::napi_create_double(raw, c.now_ms as f64, &mut args[3]) == sys::Status::napi_ok;
             ok & (sys::napi_get_undefined(raw, &mut recv) == sys::Status::napi_ok)

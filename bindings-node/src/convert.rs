@@ -97,7 +97,6 @@ impl Factories {
         let mut args = [ptr::null_mut(); 7];
         let mut recv = ptr::null_mut();
         let mut out = ptr::null_mut();
-        let mode = Mode::ALL.iter().position(|m| *m == d.mode);
         let ok = unsafe {
             let mut ok =
                 sys::napi_get_boolean(raw, d.allowed, &mut args[0]) == sys::Status::napi_ok;
@@ -108,18 +107,7 @@ impl Factories {
             {
                 ok &= sys::napi_create_double(raw, v as f64, slot) == sys::Status::napi_ok;
             }
-            ok &= match mode {
-                Some(i) => sys::napi_create_int32(raw, i as i32, &mut args[5]),
-                None => {
-                    let name = d.mode.as_str();
-                    sys::napi_create_string_utf8(
-                        raw,
-                        name.as_ptr().cast(),
-                        name.len() as isize,
-                        &mut args[5],
-                    )
-                }
-            } == sys::Status::napi_ok;
+            ok &= mode_value(raw, d.mode, &mut args[5]);
             ok &=
                 sys::napi_create_double(raw, d.now_ms as f64, &mut args[6]) == sys::Status::napi_ok;
             ok &= sys::napi_get_undefined(raw, &mut recv) == sys::Status::napi_ok;
@@ -135,4 +123,24 @@ impl Factories {
             ))
         }
     }
+}
+
+/// A decision's mode for the JavaScript factories: its index into [`crate::modes`], or its name
+/// when it is missing there. False when napi failed.
+///
+/// # Safety
+/// `raw` is the current environment and `slot` a place for one value.
+pub(crate) unsafe fn mode_value(
+    raw: sys::napi_env,
+    mode: Mode,
+    slot: &mut sys::napi_value,
+) -> bool {
+    let status = match Mode::ALL.iter().position(|m| *m == mode) {
+        Some(i) => sys::napi_create_int32(raw, i as i32, slot),
+        None => {
+            let name = mode.as_str();
+            sys::napi_create_string_utf8(raw, name.as_ptr().cast(), name.len() as isize, slot)
+        }
+    };
+    status == sys::Status::napi_ok
 }
