@@ -35,7 +35,7 @@ export interface LimiterOptions {
    */
   maxClockSkewMs?: number | bigint | null
   /**
-   * Wait before the one retry of a call that failed with a connection-class error; the retry happens only if it fits in requestTimeoutMs, so a longer delay means no retry (and no retry records: one SET per admitting call saved).
+   * Wait before the one retry of a call that failed with a connection-class error; the retry happens only if it fits in requestTimeoutMs, so a longer delay means no retry (and calls carry no id for retry records).
    * Default: 50 ms. Accepts: 0–60000 ms.
    */
   retryDelayMs?: number | bigint | null

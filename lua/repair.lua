@@ -59,8 +59,14 @@ local MAX_MERGE = 4096
 local buckets = {}
 local longest = window
 local head = call('LINDEX', key, '0')
-local capped = head and (#head == 56 or #head == 48) and call('LLEN', key) - 1 > MAX_MERGE
-if head and #head == 56 then
+-- A 72-byte header is a 56-byte one and a lone call's retry record (lua/sliding_window.lua,
+-- Retries), which the rewritten header keeps.
+local record = ''
+if head and #head == 72 then
+  record = string.sub(head, 57)
+end
+local capped = head and (#head == 56 or #head == 48 or #head == 72) and call('LLEN', key) - 1 > MAX_MERGE
+if head and #head >= 56 then
   horizon = select(7, sunpack('>ddddddd', head))
 end
 if capped then
@@ -71,7 +77,7 @@ if capped then
   end
 elseif head then
   local open_t, open_c
-  if #head == 56 or #head == 48 then
+  if #head == 56 or #head == 48 or #head == 72 then
     local cum, t_open, base, _, _, seen = sunpack('>dddddd', head)
     open_t = t_open
     longest = math.max(window, seen)
@@ -214,7 +220,7 @@ if capped then
   end
   cum = (cum + added_local + added_failover) % MOD
   local expire_ms = math.max(call('PTTL', key), (now - server) + 2 * ttl)
-  call('LSET', key, '0', pack('>ddddddd', cum, open_t, base, oldest, server + expire_ms, longest, horizon))
+  call('LSET', key, '0', pack('>ddddddd', cum, open_t, base, oldest, server + expire_ms, longest, horizon) .. record)
   call('PEXPIRE', key, format('%d', expire_ms))
   return {added_local, added_failover, -1, now}
 end
@@ -244,7 +250,7 @@ for i = 1, #times - 1 do
   chunk[#chunk + 1] = pack('>dd', times[i], cum)
 end
 cum = cum + buckets[open_t]
-call('RPUSH', key, pack('>ddddddd', cum, open_t, 0, oldest, server + expire_ms, longest, horizon))
+call('RPUSH', key, pack('>ddddddd', cum, open_t, 0, oldest, server + expire_ms, longest, horizon) .. record)
 for i = 1, #chunk, 500 do
   call('RPUSH', key, unpack(chunk, i, math.min(i + 499, #chunk)))
 end

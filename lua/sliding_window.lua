@@ -12,7 +12,9 @@
 --               none); deadline: until when (Redis server ms) the key's TTL is known to keep it;
 --               longest: the longest window any call brought while the key lived; lease horizon:
 --               no lease in the key's lease HASH (convention 3) ends later (0 = no lease; 2e15 =
---               not known, read the HASH)
+--               not known, read the HASH); then, where a lone call with an id (convention 2)
+--               admitted something on the key, that call's id (16 bytes, 72 in all): its retry
+--               record (see Retries)
 --   index 1..n  the closed buckets, struct.pack('>dd', ms, cum through this bucket): one per
 --               millisecond that admitted something, oldest first
 -- A window's count is a difference of two running totals, and the totals grow with time, so one
@@ -105,15 +107,27 @@
 --
 -- Retries: a call whose reply was lost (a connection reset mid-reply) may have run, and its
 -- requests' retries must not take a second permit for the same request. A call that brings an id
--- (ARGV[4]) and admits anything writes a record, `<key>:r:<id>`, one byte per request ('1' where
--- this call admitted it), with a short TTL (the tail of ARGV[2]); a retry names the failed call
--- and its place there (ARGV[5]), and a request its record shows as admitted is answered `allowed = 2` and not
--- decided again. No record (the first attempt never ran, or did not admit it, or the record
--- expired) means the request is decided afresh, which is right: nothing of it was counted. The
--- record key shares the window key's hash tag, so it lives in its slot; like the lease HASH it is
--- not declared in KEYS and is read and written with redis.pcall, so a refused access (a slot
--- migrating) costs only the deduplication, never the decision. It costs one SET per admitting
--- call (dev/script_cost/cost.sh prices it); a client that never retries sends no id.
+-- (ARGV[4]: 16 bytes, the first 8 the instance's, or 17 ending in '!', see below) and admits
+-- anything leaves a record of what it admitted; a retry names the failed call and its place there
+-- (ARGV[5]), and a request its record shows as admitted is answered `allowed = 2` and not
+-- decided again. No record (the first attempt never ran, or did not admit it, or the record is
+-- gone) means the request is decided afresh. That never over-admits: a permit a lost reply took
+-- still counts, so deciding afresh at worst spends a second permit on one request.
+-- Where the record lives:
+-- - a lone call's (one request) is the id at the end of the window's header, written by the
+--   header write its admission makes anyway: no key and no command of its own. The next lone
+--   admission on the key replaces it; first it moves the record to a key of its own, as below, if
+--   another instance wrote it (whose retry this call cannot know about) or if the caller says it
+--   still has calls that lost their reply (17-byte id ending in '!'). One instance's calls on a
+--   key are one at a time (rl-core sends the next only once the last answered or timed out), so a
+--   record of its own that it replaces without the '!' belongs to a call that was answered;
+-- - a batch's is `<key>:r:<id>`, one byte per request ('1' where this call admitted it), with a
+--   short TTL (the tail of ARGV[2]); a record moved out of a header is such a key of one byte.
+-- The header keeps the key alive at least that TTL after a record is written. A record key shares
+-- the window key's hash tag, so it lives in its slot; like the lease HASH it is not declared in
+-- KEYS and is read and written with redis.pcall, so a refused access (a slot migrating) costs
+-- only the deduplication, never the decision. dev/script_cost/cost.sh prices a lone admission
+-- with its record; a client that never retries sends no id.
 
 -- Calling convention 'rl1C', composite (rl-core's acquire_all): several rules, on one or more keys
 -- of one Cluster slot, decided all-or-nothing at one instant. See `composite` below.
@@ -144,6 +158,8 @@ local MAX_RULES = 16
 local MOD = 4503599627370496 -- 2^52: running totals wrap here, so every sum stays exact
 
 local HEADER, BUCKET = '>ddddddd', '>dd'
+-- The header and the retry record after it ('' for none: 56 bytes, else 72).
+local HEADER_REC = '>dddddddc0'
 local HEADER_48 = '>dddddd' -- the layout before the lease horizon (read, rewritten when written)
 local LEASE = '>ddd'
 -- A lease horizon meaning "not known: read the lease HASH" (later than any window edge).
@@ -180,7 +196,38 @@ local memo = {
   false, 0, 0,        -- [3] clock argument, [4] client_now_ms, [5] max_skew_ms (native)
   false, 0, 0, 0, 0,  -- [6] lone request, [7] consume, [8] window, [9] limit, [10] cost (native)
   false,              -- [11] the record TTL (text) the clock argument [3] brought, or false
+  0,                  -- [12] the same TTL, a number
+  false, false,       -- [13] this lone call's id, to record on admission, or false (see
+                      -- Retries; cleared by every call); [14] whether a record of this instance
+                      -- must be moved, not replaced
 }
+
+-- The retry record a header being written ends with (see Retries): this lone call's id when it
+-- `admitted` something, after moving the record it replaces to a key of its own where a retry
+-- may still need it; otherwise the record the header had (`head`: the header read, or false).
+local function record_tail(key, head, admitted)
+  local m = memo
+  local mine = m[13]
+  if mine and admitted then
+    if head and #head == 72 and (m[14] or sub(head, 57, 64) ~= sub(mine, 1, 8)) then
+      redis.pcall('SET', key .. ':r:' .. sub(head, 57), '1', 'PX', m[11])
+    end
+    return mine
+  end
+  if head and #head == 72 then
+    return sub(head, 57)
+  end
+  return ''
+end
+
+-- How long past now a header written with this call's record must keep its key (0: no record).
+local function record_ms(admitted)
+  local m = memo
+  if m[13] and admitted then
+    return m[12]
+  end
+  return 0
+end
 
 -- Redis TIME in ms (no string is built: each one made is work for the garbage collector).
 -- The microseconds' whole ms are their digits but the last three (TIME gives them unpadded, at
@@ -409,11 +456,12 @@ local function leases_only(out, o, key, head, now, server, window, limit, cost, 
   end
   local made = consume and k > 0
   if made then
+    local rec = record_tail(key, head, true)
     if head then
       call('DEL', key)
     end
-    local ttl = (now > server and now - server or 0) + 2 * (window + slack)
-    call('RPUSH', key, pack(HEADER, k * cost, now, 0, 0, server + ttl, window, horizon))
+    local ttl = max((now > server and now - server or 0) + 2 * (window + slack), record_ms(true) + window + slack)
+    call('RPUSH', key, pack(HEADER_REC, k * cost, now, 0, 0, server + ttl, window, horizon, rec))
     call('PEXPIRE', key, format('%d', ttl))
   end
   local reset_after = lmax + window - now
@@ -464,7 +512,7 @@ local function decide(out, o, key, leases, now, server, window, limit, cost, con
   local stale = false -- the header must be rewritten even if nothing else changes
   if head then
     local size = #head
-    if size == 56 then
+    if size == 56 or size == 72 then
       cum, open_t, base, oldest, deadline, longest, horizon = sunpack(HEADER, head)
     elseif size == 48 then
       cum, open_t, base, oldest, deadline, longest = sunpack(HEADER_48, head)
@@ -538,12 +586,13 @@ local function decide(out, o, key, leases, now, server, window, limit, cost, con
       end
       return nil
     end
+    local k = min(n, floor(limit / cost))
+    local rec = record_tail(key, head, k > 0)
     if head then
       call('DEL', key)
     end
-    local k = min(n, floor(limit / cost))
-    local ttl = (now > server and now - server or 0) + 2 * (window + slack)
-    call('RPUSH', key, pack(HEADER, k * cost, now, 0, 0, server + ttl, window, horizon))
+    local ttl = max((now > server and now - server or 0) + 2 * (window + slack), record_ms(k > 0) + window + slack)
+    call('RPUSH', key, pack(HEADER_REC, k * cost, now, 0, 0, server + ttl, window, horizon, rec))
     call('PEXPIRE', key, format('%d', ttl))
     for i = 1, n do
       if i <= k then
@@ -665,18 +714,21 @@ local function decide(out, o, key, leases, now, server, window, limit, cost, con
     end
     grew = true
   end
+  local admitted = consume and k > 0
   if grew then
     -- The TTL (server time) must outlive the newest bucket by the longest window, even when a
-    -- client clock ahead of Redis placed that bucket; set for twice that, so it is renewed rarely.
+    -- client clock ahead of Redis placed that bucket, and a retry record written now by its TTL;
+    -- set for the longest window more than that, so it is renewed rarely.
     local ahead = now > server and now - server or 0
-    if deadline < server + ahead + longest + slack then
-      local ttl = ahead + 2 * (longest + slack)
+    local rec_ms = admitted and memo[13] and memo[12] or 0 -- record_ms(admitted), inlined
+    if deadline < server + ahead + longest + slack or deadline < server + rec_ms then
+      local ttl = max(ahead + 2 * (longest + slack), rec_ms + longest + slack)
       deadline = server + ttl
       call('PEXPIRE', key, format('%d', ttl))
     end
   end
   if grew or stale then
-    call('LSET', key, '0', pack(HEADER, cum, open_t, base, oldest, deadline, longest, horizon))
+    call('LSET', key, '0', pack(HEADER_REC, cum, open_t, base, oldest, deadline, longest, horizon, record_tail(key, head, admitted)))
   end
   used = used + lsum
   for i = 1, n do
@@ -717,6 +769,11 @@ end
 -- missing one only means the request is decided afresh.
 local function retried(key, r, n)
   local done, records = nil, {}
+  local head = call('LINDEX', key, '0')
+  if head and #head == 72 then
+    -- The last lone admission's record: it admitted its one request.
+    records[sub(head, 57)] = '1'
+  end
   for i = 1, n do
     local off = i * 24 - 23
     local j = sunpack('>d', r, off + 16)
@@ -754,12 +811,13 @@ local function native(KEYS, ARGV)
     -- int_in, inlined (unpacked doubles are never nil)
     if not (max_skew >= 0 and max_skew <= MAX_TIME_MS and max_skew % 1 == 0) then return {-1, 'max_skew_ms', 0} end
     if client_now ~= 0 and not (client_now > 0 and client_now <= MAX_TIME_MS and client_now % 1 == 0) then return {-1, 'client_now_ms', 0} end
-    local ttl = false
+    local ttl, ttl_ms = false, 0
     if size > 16 then
       ttl = sub(clock, 17)
-      if int_arg(ttl, 1, MAX_WINDOW_MS) == nil then return {-1, 'record_ms', 0} end
+      ttl_ms = int_arg(ttl, 1, MAX_WINDOW_MS)
+      if ttl_ms == nil then return {-1, 'record_ms', 0} end
     end
-    m[3], m[4], m[5], m[11] = clock, client_now, max_skew, ttl
+    m[3], m[4], m[5], m[11], m[12] = clock, client_now, max_skew, ttl, ttl_ms
   end
   local blob = ARGV[3]
   local consume, windows, limits, costs
@@ -795,10 +853,15 @@ local function native(KEYS, ARGV)
   end
   -- The call's record (see `Retries`): its name, its TTL (text, as SET takes it) and, on a retry,
   -- which requests an earlier attempt already admitted (`done`, true per such request).
-  local call_id, ttl, done = nil, m[11], nil
+  local call_id, ttl, done, keep = nil, m[11], nil, false
   if nargs >= 4 then
     call_id = ARGV[4]
-    if #call_id ~= 16 then return {-1, 'call_id', 0} end
+    local size = #call_id
+    if size == 17 and sub(call_id, 17) == '!' then
+      call_id, keep = sub(call_id, 1, 16), true
+    elseif size ~= 16 then
+      return {-1, 'call_id', 0}
+    end
     if not ttl then return {-1, 'record_ms', 0} end
     if nargs == 5 then
       local r = ARGV[5]
@@ -826,12 +889,15 @@ local function native(KEYS, ARGV)
   if n == 1 then
     local out = {0, 0, 0, 0, 0, 0} -- sized once
     local again = c1 and done and done[1]
+    if call_id and c1 and not again then
+      -- Its record is the header's tail (see Retries), written by decide on admission.
+      m[13], m[14] = call_id, keep
+    end
     local err = decide(out, 1, key, true, now, server, w1, l1, k1, c1 and not again, slack, 1)
+    m[13] = false
     if err then return err end
     if again then
       out[2], out[4] = 2, 0
-    elseif call_id and c1 and out[2] == 1 then
-      redis.pcall('SET', key .. ':r:' .. call_id, '1', 'PX', ttl)
     end
     return out
   end
@@ -886,13 +952,13 @@ local function set_horizon(key, horizon)
     return
   end
   local cum, open_t, base, oldest, deadline, longest, h
-  if #head == 56 then
+  if #head >= 56 then
     cum, open_t, base, oldest, deadline, longest, h = sunpack(HEADER, head)
   else -- 48 bytes (a peek that found nothing in its window does not rewrite the header)
     cum, open_t, base, oldest, deadline, longest = sunpack(HEADER_48, head)
   end
   if h ~= horizon then
-    call('LSET', key, '0', pack(HEADER, cum, open_t, base, oldest, deadline, longest, horizon))
+    call('LSET', key, '0', pack(HEADER_REC, cum, open_t, base, oldest, deadline, longest, horizon, sub(head, 57)))
   end
 end
 
@@ -946,7 +1012,7 @@ local function lease(KEYS, ARGV)
   end
   local longest = window
   local head = call('LINDEX', key, '0')
-  if head and (#head == 56 or #head == 48) then
+  if head and (#head == 56 or #head == 48 or #head == 72) then
     local _, open_t, _, _, _, l = sunpack(HEADER_48, head)
     if open_t > now then
       now = open_t
@@ -1169,6 +1235,7 @@ local function entry(KEYS, ARGV)
   if call == nil then
     bind()
   end
+  memo[13] = false -- no record but a lone native call's (it sets it), even after an error
   local conv = ARGV[1]
   if conv == 'rl1' then
     return native(KEYS, ARGV)

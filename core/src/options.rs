@@ -241,7 +241,7 @@ pub static OPTIONS: &[OptionSpec] = &[
         min: 0,
         max: MAX_TIMEOUT_MS,
         default: || ms(D_RETRY),
-        doc: "Wait before the one retry of a call that failed with a connection-class error; the retry happens only if it fits in request_timeout_ms, so a longer delay means no retry (and no retry records: one SET per admitting call saved).",
+        doc: "Wait before the one retry of a call that failed with a connection-class error; the retry happens only if it fits in request_timeout_ms, so a longer delay means no retry (and calls carry no id for retry records).",
         get: |o| ms(o.retry_delay),
         put: |o, c| o.retry_delay = dur(c, D_RETRY),
     },

@@ -33,7 +33,7 @@ class LimiterOptions(typing.TypedDict, total=False):
     """Allowed distance between the client clock (client_clock) and Redis TIME. Default: 1000; 0–2592000000 ms."""
 
     retry_delay_ms: Optional[int]
-    """Wait before the one retry of a call that failed with a connection-class error; the retry happens only if it fits in request_timeout_ms, so a longer delay means no retry (and no retry records: one SET per admitting call saved). Default: 50; 0–60000 ms."""
+    """Wait before the one retry of a call that failed with a connection-class error; the retry happens only if it fits in request_timeout_ms, so a longer delay means no retry (and calls carry no id for retry records). Default: 50; 0–60000 ms."""
 
     local_fallback: Optional[bool]
     """Decide locally while Redis is unhealthy (true), or fail with backend-unavailable errors (false: no state machine, no local decisions). Default: True."""

@@ -1,7 +1,8 @@
 //! Retried admissions counted once. A call whose connection failed mid-reply may have run in
 //! Redis: its retry must not consume again. Every native call (`rl1`) is sent with an id, unique
 //! per limiter and call, under which the script keeps a short-lived record of which of its
-//! requests it admitted (`<key>:r:<id>`, see the script's `Retries`). When a call fails with a
+//! requests it admitted (a lone call's in the window's header, a batch's in `<key>:r:<id>`: see
+//! the script's `Retries`). When a call fails with a
 //! connection-class error, each consuming request in it is remembered here under its caller's
 //! token (the same on the caller's retry); the retry, coalesced into whatever batch it joins,
 //! names that call id and its place in it, and the script answers it from the record (admitted,
@@ -13,6 +14,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// A call's id: this limiter's random tag, then the call's number (big-endian).
 pub(crate) type CallId = [u8; 16];
@@ -31,6 +33,9 @@ pub(crate) struct Attempts {
     lost: Mutex<HashMap<u64, Sent>>,
     /// Whether `lost` may hold anything: the hot path takes no lock while no call failed.
     any_lost: AtomicBool,
+    /// When a call last failed, in ms after `born` plus 1 (0: never).
+    lost_at: AtomicU64,
+    born: Instant,
     /// Retries the script answered from their first attempt's record.
     pub deduplicated: AtomicU64,
 }
@@ -43,6 +48,8 @@ impl Default for Attempts {
             tokens: AtomicU64::new(0),
             lost: Mutex::new(HashMap::new()),
             any_lost: AtomicBool::new(false),
+            lost_at: AtomicU64::new(0),
+            born: Instant::now(),
             deduplicated: AtomicU64::new(0),
         }
     }
@@ -67,6 +74,14 @@ impl Attempts {
         self.lost.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Whether a call failed less than `within` ago, so its requests' retries may still come (a
+    /// caller retries within its request timeout, or never: `lost` may keep requests no one
+    /// retries, which must not make every later call keep records).
+    pub(crate) fn lost_within(&self, within: Duration) -> bool {
+        let at = self.lost_at.load(Ordering::Acquire);
+        at != 0 && self.born.elapsed().as_millis() as u64 + 1 < at + within.as_millis() as u64
+    }
+
     /// The request with `token` was in call `id` at `place`, which got no answer.
     pub(crate) fn failed(&self, token: u64, sent: Sent) {
         let mut lost = self.lost();
@@ -75,6 +90,10 @@ impl Attempts {
         }
         lost.insert(token, sent);
         self.any_lost.store(true, Ordering::Release);
+        self.lost_at.store(
+            self.born.elapsed().as_millis() as u64 + 1,
+            Ordering::Release,
+        );
     }
 
     /// Where the request with `token` was sent before, if that call failed (taken: one retry).

@@ -661,7 +661,17 @@ impl Shared {
     async fn call(&self, redis_key: &[u8], ops: &[Op]) -> Result<Vec<Verdict>> {
         let attempts = self.attempts.get();
         let call_id = attempts.call_id();
-        let r = self.send(redis_key, ops, &call_id).await;
+        // Shortly after a call of this limiter's lost its reply, an id ending in '!' tells the
+        // script to keep the record a lone call leaves in the window's header when this call
+        // replaces it: that call's retry may still come (the script's `Retries`).
+        let mut wire = [b'!'; 17];
+        wire[..16].copy_from_slice(&call_id);
+        let wire = if attempts.lost_within(2 * self.request_timeout) {
+            &wire[..]
+        } else {
+            &wire[..16]
+        };
+        let r = self.send(redis_key, ops, wire).await;
         match &r {
             Err(e) if e.kind() == ErrorKind::BackendUnavailable => {
                 for (i, op) in ops.iter().enumerate() {

@@ -120,7 +120,7 @@ public abstract class OptionsBuilder<B extends OptionsBuilder<B>> {
     }
 
     /**
-     * Wait before the one retry of a call that failed with a connection-class error; the retry happens only if it fits in {@link #requestTimeoutMs(long) requestTimeoutMs}, so a longer delay means no retry (and no retry records: one SET per admitting call saved).
+     * Wait before the one retry of a call that failed with a connection-class error; the retry happens only if it fits in {@link #requestTimeoutMs(long) requestTimeoutMs}, so a longer delay means no retry (and calls carry no id for retry records).
      *
      * <p>Default: 50 ms. Accepts 0 to 60000 ms. (rl option {@code retry_delay_ms}.)
      */
