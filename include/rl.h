@@ -334,8 +334,8 @@ typedef struct rl_options {
     uint64_t request_timeout_ms;
     /**
      * Wait before the one retry of a call that failed with a connection-class error; the retry
-     * happens only if it fits in request_timeout_ms, so a longer delay means no retry (and no
-     * retry records: one SET per admitting call saved).
+     * happens only if it fits in request_timeout_ms, so a longer delay means no retry (and calls
+     * carry no id for retry records).
      *
      * In ms, 0 to 60000; 0: the default, 50 ms. `RL_RETRY_IMMEDIATELY`: 0 ms. Since version 2 of
      * this struct.

@@ -54,8 +54,8 @@ pub(crate) struct Shared {
     attempts: ForkLocal<Attempts>,
     /// How long (ms, decimal text) the script keeps a call's record: its retry comes within the
     /// request timeout; twice that, and at least 2 s, covers a retry sent just before it. `None`
-    /// where no call is ever retried (`retry_delay` >= `request_timeout`): no record is written
-    /// (one SET per admitting call saved), and no request gets a token.
+    /// where no call is ever retried (`retry_delay` >= `request_timeout`): calls carry no id, no
+    /// record is written, and no request gets a token.
     record_ms: Option<Vec<u8>>,
 }
 
