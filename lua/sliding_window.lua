@@ -92,11 +92,13 @@
 --   KEYS[1]  the limiter's key
 --   ARGV[1]  'rl1'
 --   ARGV[2]  pack('>dd', client_now_ms (0 = use Redis TIME), max_skew_ms), then, where the call
---            asks for a record (ARGV[4]), how long records are kept, ms, decimal text
---            (1..MAX_WINDOW_MS): the same in every call, so it is parsed once (see `memo`)
+--            asks for a record (ARGV[4]), the instance's 8 bytes (the first 8 of its call ids,
+--            see Retries) and how long records are kept, ms, decimal text (1..MAX_WINDOW_MS): the same in
+--            every call, so it is parsed once (see `memo`)
 --   ARGV[3]  per request pack('>dddd', op (1 acquire, 0 peek), window_ms, limit, cost), 1..1000
 --            requests one after the other
---   ARGV[4]  optional: the call's id, 16 bytes, unique per call (see Retries)
+--   ARGV[4]  optional: the call's id, 16 bytes, unique per call: the instance's 8 bytes, then 8
+--            of its own (see Retries)
 --   ARGV[5]  optional, on a retry: per request its earlier attempt, 16 bytes of that call's id
 --            then pack('>d', its place in that call, 1-based; 0 = not a retry)
 --   reply    {0, allowed, used, retry_after_ms, reset_after_ms, now_ms, ...5 more per request}
@@ -107,8 +109,8 @@
 --
 -- Retries: a call whose reply was lost (a connection reset mid-reply) may have run, and its
 -- requests' retries must not take a second permit for the same request. A call that brings an id
--- (ARGV[4]: 16 bytes, the first 8 the instance's, or 17 ending in '!', see below) and admits
--- anything leaves a record of what it admitted; a retry names the failed call and its place there
+-- (ARGV[4], 16 bytes, or 17 ending in '!', see below) and admits anything leaves a record of
+-- what it admitted; a retry names the failed call and its place there
 -- (ARGV[5]), and a request its record shows as admitted is answered `allowed = 2` and not
 -- decided again. No record (the first attempt never ran, or did not admit it, or the record is
 -- gone) means the request is decided afresh. That never over-admits: a permit a lost reply took
@@ -118,7 +120,7 @@
 --   header write its admission makes anyway: no key and no command of its own. The next lone
 --   admission on the key replaces it; first it moves the record to a key of its own, as below, if
 --   another instance wrote it (whose retry this call cannot know about) or if the caller says it
---   still has calls that lost their reply (17-byte id ending in '!'). One instance's calls on a
+--   still has calls that lost their reply (ARGV[4] ending in '!'). One instance's calls on a
 --   key are one at a time (rl-core sends the next only once the last answered or timed out), so a
 --   record of its own that it replaces without the '!' belongs to a call that was answered;
 -- - a batch's is `<key>:r:<id>`, one byte per request ('1' where this call admitted it), with a
@@ -200,16 +202,19 @@ local memo = {
   false, false,       -- [13] this lone call's id, to record on admission, or false (see
                       -- Retries; cleared by every call); [14] whether a record of this instance
                       -- must be moved, not replaced
+  false,              -- [15] the instance's 8 bytes the clock argument [3] brought, or false
 }
 
 -- The retry record a header being written ends with (see Retries): this lone call's id when it
--- `admitted` something, after moving the record it replaces to a key of its own where a retry
--- may still need it; otherwise the record the header had (`head`: the header read, or false).
+-- `admitted` something, after moving the record it replaces to a
+-- key of its own where a retry may still need it; otherwise the record the header had (`head`:
+-- the header read, or false). Whose record it replaces is found by `find` at a known place: a
+-- string made by `sub` costs a lone call more than the rest of this.
 local function record_tail(key, head, admitted)
   local m = memo
   local mine = m[13]
   if mine and admitted then
-    if head and #head == 72 and (m[14] or sub(head, 57, 64) ~= sub(mine, 1, 8)) then
+    if head and #head == 72 and (m[14] or find(head, m[15], 57, true) ~= 57) then
       redis.pcall('SET', key .. ':r:' .. sub(head, 57), '1', 'PX', m[11])
     end
     return mine
@@ -811,13 +816,13 @@ local function native(KEYS, ARGV)
     -- int_in, inlined (unpacked doubles are never nil)
     if not (max_skew >= 0 and max_skew <= MAX_TIME_MS and max_skew % 1 == 0) then return {-1, 'max_skew_ms', 0} end
     if client_now ~= 0 and not (client_now > 0 and client_now <= MAX_TIME_MS and client_now % 1 == 0) then return {-1, 'client_now_ms', 0} end
-    local ttl, ttl_ms = false, 0
+    local ttl, ttl_ms, tag = false, 0, false
     if size > 16 then
-      ttl = sub(clock, 17)
+      tag, ttl = sub(clock, 17, 24), sub(clock, 25)
       ttl_ms = int_arg(ttl, 1, MAX_WINDOW_MS)
       if ttl_ms == nil then return {-1, 'record_ms', 0} end
     end
-    m[3], m[4], m[5], m[11], m[12] = clock, client_now, max_skew, ttl, ttl_ms
+    m[3], m[4], m[5], m[11], m[12], m[15] = clock, client_now, max_skew, ttl, ttl_ms, tag
   end
   local blob = ARGV[3]
   local consume, windows, limits, costs

@@ -56,6 +56,7 @@ fn call(
     record_ms: &str,
 ) -> Result<Vec<i64>, String> {
     let mut clock = pack(&[0.0, 1000.0]);
+    clock.extend_from_slice(&call[..8]);
     clock.extend_from_slice(record_ms.as_bytes());
     let requests: Vec<u8> = (0..n)
         .flat_map(|_| pack(&[1.0, window as f64, 100.0, 1.0]))
@@ -222,7 +223,7 @@ fn the_window_key_outlives_its_records_ttl_when_the_window_is_shorter() {
 fn a_malformed_call_id_is_refused_before_anything_is_written() {
     let server = server();
     load(&server);
-    for bad in [id(1, 1)[..15].to_vec(), {
+    for bad in [id(1, 1)[..9].to_vec(), {
         let mut v = id(1, 1);
         v.push(b'?');
         v

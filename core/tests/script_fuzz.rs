@@ -167,7 +167,8 @@ fn calls(now_ms: u64) -> impl Strategy<Value = Call> {
             .prop_map(|(o, w, l, c)| vec![f64::from(o), w as f64, l as f64, c as f64]),
         1 => prop::collection::vec(num(now), 4..5),
     ];
-    // Retry records (the script's `Retries`): the records' TTL after the clock, a call id
+    // Retry records (the script's `Retries`): the call id's first 8 bytes and the records' TTL
+    // after the clock, a call id
     // (ARGV[4]) from a small pool, so that later calls' retries (ARGV[5]) find earlier calls'
     // records, and per request the call and place it retries.
     let ids = || prop::sample::select(vec![[1u8; 16], [2u8; 16], [0u8; 16]]);
@@ -213,6 +214,7 @@ fn calls(now_ms: u64) -> impl Strategy<Value = Call> {
             let mut argv = vec![b"rl1".to_vec()];
             let mut extra = Vec::new();
             if let Some((ttl, id, retry)) = record {
+                clock.extend(id.iter().take(8));
                 clock.extend(ttl);
                 extra.push(id);
                 extra.extend(retry);
@@ -241,7 +243,7 @@ fn calls(now_ms: u64) -> impl Strategy<Value = Call> {
                 .collect();
             let mut argv = vec![
                 b"rl1".to_vec(),
-                [packed(&[0.0, 1000.0]), b"600000".to_vec()].concat(),
+                [packed(&[0.0, 1000.0]), id[..8].to_vec(), b"600000".to_vec()].concat(),
                 packed(&requests),
                 id.to_vec(),
             ];

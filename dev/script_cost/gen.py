@@ -44,8 +44,9 @@ def main():
             out.append('EVALSHA %s 2 rl:{k} rl:cfg:{k} 1700000000000 %d %d 0 0 gw' % (sha, window, limit))
         else:
             clock = (start + i // 4, 10**9) if fixed else (0, 1000)
-            # With records: the records' TTL after the clock, and the call's id (ARGV[4]).
-            tail = b'2000' if records else b''
+            # With records: the instance's 8 bytes and the records' TTL after the clock, and the
+            # call's id (ARGV[4], those 8 bytes first).
+            tail = b'costtag0' + b'2000' if records else b''
             args = 'rl1 %s %s' % (q(struct.pack('>dd', *clock) + tail),
                                   q(struct.pack('>dddd', 1, window, limit, 1)))
             if records:

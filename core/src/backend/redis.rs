@@ -703,12 +703,14 @@ impl Shared {
         let client_now = self.clock.as_ref().map(|c| c.now_ms());
         let mut clock = script::pack(&[client_now.unwrap_or(0), self.max_skew_ms]);
         // Only a call with a request that may be retried (a token) asks for a record: its id, and
-        // the records' TTL after the clock (the same in every call, parsed once by the script).
+        // after the clock this limiter's 8 bytes (the id's first 8) and the records' TTL (the
+        // same in every call, parsed once by the script).
         let record = self
             .record_ms
             .as_deref()
             .filter(|_| ops.iter().any(|op| op.token != 0));
         if let Some(ttl) = record {
+            clock.extend_from_slice(&call_id[..8]);
             clock.extend_from_slice(ttl);
         }
         let mut requests = Vec::with_capacity(ops.len() * 4);
