@@ -109,3 +109,32 @@ impl Attempts {
         sent
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The '!' on a call's id (the script keeps this instance's header record when the call
+    /// replaces it) is sent only shortly after a call failed: never before, and not forever
+    /// after because a failed request's caller never retried (its entry stays in `lost`).
+    #[test]
+    fn records_are_kept_only_shortly_after_a_call_failed() {
+        let a = Attempts::default();
+        assert!(
+            !a.lost_within(Duration::from_secs(3600)),
+            "nothing failed yet"
+        );
+        let token = a.token();
+        a.failed(token, (a.call_id(), 1));
+        assert!(a.lost_within(Duration::from_secs(3600)));
+        std::thread::sleep(Duration::from_millis(30));
+        assert!(
+            !a.lost_within(Duration::from_millis(10)),
+            "failed 30 ms ago"
+        );
+        assert!(
+            a.retrying(token).is_some(),
+            "the failed request is still retried"
+        );
+    }
+}
