@@ -15,10 +15,6 @@ const SKEW: f64 = 10_000_000.0;
 /// The header's "lease horizon not known" (2e15).
 const UNKNOWN: f64 = 2e15;
 
-fn pack(v: &[f64]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_be_bytes()).collect()
-}
-
 fn ints(r: RespValue) -> Vec<i64> {
     let RespValue::Array(items) = r else {
         panic!("{r:?}")

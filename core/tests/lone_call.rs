@@ -20,10 +20,6 @@ const SKEW: f64 = 10_000_000.0;
 /// The header's "lease horizon not known" (2e15).
 const UNKNOWN: f64 = 2e15;
 
-fn pack(v: &[f64]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_be_bytes()).collect()
-}
-
 fn ints(r: RespValue) -> Vec<i64> {
     let RespValue::Array(items) = r else {
         panic!("{r:?}")
@@ -32,18 +28,6 @@ fn ints(r: RespValue) -> Vec<i64> {
         .iter()
         .map(|i| i.as_int().unwrap_or(i64::MIN))
         .collect()
-}
-
-fn load(server: &RedisServer) {
-    cmd(
-        server,
-        &[
-            b"FUNCTION",
-            b"LOAD",
-            b"REPLACE",
-            SLIDING_WINDOW_LIBRARY.code.as_bytes(),
-        ],
-    );
 }
 
 /// One native request (convention 2) by FCALL: `[allowed, used, retry_after, reset_after, now]`.
@@ -137,7 +121,7 @@ fn oracle_denial(
 #[test]
 fn header_only_denials_answer_as_the_general_path_and_the_oracle() {
     let server = server();
-    load(&server);
+    load_library(&server);
     let (mut fast, mut fast_search, mut general) = (0, 0, 0);
     for seed in 1..=4u64 {
         let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ seed);
@@ -202,7 +186,7 @@ fn header_only_denials_answer_as_the_general_path_and_the_oracle() {
 #[test]
 fn server_clock_matches_redis_time() {
     let server = server();
-    load(&server);
+    load_library(&server);
     let time = || {
         let RespValue::Array(t) = cmd(&server, &[b"TIME"]) else {
             panic!("TIME")
@@ -296,7 +280,7 @@ fn native(server: &RedisServer, key: &str, clock: &[u8], requests: &[u8]) -> Vec
 #[test]
 fn remembered_arguments_answer_as_their_checks_do() {
     let server = server();
-    load(&server);
+    load_library(&server);
     let now = wall_ms() as f64;
     let clock = pack(&[now, SKEW]);
     let acquire = |limit: f64, cost: f64| pack(&[1.0, 60_000.0, limit, cost]);

@@ -21,26 +21,10 @@ use rl_harness::{RedisServer, RespValue};
 
 const KEY: &str = "rr:{k}";
 
-fn pack(v: &[f64]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_be_bytes()).collect()
-}
-
 fn id(tag: u8, n: u64) -> Vec<u8> {
     let mut v = vec![tag; 8];
     v.extend_from_slice(&n.to_be_bytes());
     v
-}
-
-fn load(server: &RedisServer) {
-    cmd(
-        server,
-        &[
-            b"FUNCTION",
-            b"LOAD",
-            b"REPLACE",
-            SLIDING_WINDOW_LIBRARY.code.as_bytes(),
-        ],
-    );
 }
 
 /// One call of `n` requests of cost 1 (limit 100 in `window` ms) with call id `call` (records
@@ -120,7 +104,7 @@ fn pttl(server: &RedisServer, key: &[u8]) -> i64 {
 #[test]
 fn a_lone_admission_records_itself_in_the_header_and_its_retry_takes_no_second_permit() {
     let server = server();
-    load(&server);
+    load_library(&server);
     let a = id(1, 1);
     assert_eq!(lone(&server, &a, None), (1, 1));
     let h = header(&server);
@@ -146,7 +130,7 @@ fn a_lone_admission_records_itself_in_the_header_and_its_retry_takes_no_second_p
 #[test]
 fn replacing_another_instances_record_moves_it_to_a_key_and_its_retry_is_still_answered() {
     let server = server();
-    load(&server);
+    load_library(&server);
     let (a, b) = (id(1, 1), id(2, 1));
     assert_eq!(lone(&server, &a, None), (1, 1));
     assert_eq!(lone(&server, &b, None), (1, 2));
@@ -165,7 +149,7 @@ fn replacing_another_instances_record_moves_it_to_a_key_and_its_retry_is_still_a
 #[test]
 fn replacing_its_own_record_moves_it_only_while_a_reply_of_its_is_lost() {
     let server = server();
-    load(&server);
+    load_library(&server);
     let (a, b) = (id(1, 1), id(1, 2));
     assert_eq!(lone(&server, &a, None), (1, 1));
     assert_eq!(lone(&server, &b, None), (1, 2));
@@ -185,7 +169,7 @@ fn replacing_its_own_record_moves_it_only_while_a_reply_of_its_is_lost() {
 #[test]
 fn a_batch_records_itself_in_a_key_and_leaves_the_headers_record_alone() {
     let server = server();
-    load(&server);
+    load_library(&server);
     let a = id(1, 1);
     assert_eq!(lone(&server, &a, None), (1, 1));
     let b = id(1, 2);
@@ -204,7 +188,7 @@ fn a_batch_records_itself_in_a_key_and_leaves_the_headers_record_alone() {
 #[test]
 fn the_window_key_outlives_its_records_ttl_when_the_window_is_shorter() {
     let server = server();
-    load(&server);
+    load_library(&server);
     let a = id(1, 1);
     let r = call(&server, 10, 1, &a, None, "5000").unwrap();
     assert_eq!(r[1], 1);
@@ -222,7 +206,7 @@ fn the_window_key_outlives_its_records_ttl_when_the_window_is_shorter() {
 #[test]
 fn a_malformed_call_id_is_refused_before_anything_is_written() {
     let server = server();
-    load(&server);
+    load_library(&server);
     for bad in [id(1, 1)[..9].to_vec(), {
         let mut v = id(1, 1);
         v.push(b'?');

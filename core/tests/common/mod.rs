@@ -55,6 +55,24 @@ pub fn cmd(server: &RedisServer, args: &[&[u8]]) -> RespValue {
     server.command(args).expect("redis command")
 }
 
+/// Numbers as the window script's arguments carry them: big-endian doubles, one after the other.
+pub fn pack(v: &[f64]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_be_bytes()).collect()
+}
+
+/// Loads the window script's Functions library, as rl-core does, for tests that FCALL it.
+pub fn load_library(server: &RedisServer) {
+    cmd(
+        server,
+        &[
+            b"FUNCTION",
+            b"LOAD",
+            b"REPLACE",
+            rl_core::SLIDING_WINDOW_LIBRARY.code.as_bytes(),
+        ],
+    );
+}
+
 pub fn dbsize(server: &RedisServer) -> i64 {
     cmd(server, &[b"DBSIZE"]).as_int().unwrap()
 }
