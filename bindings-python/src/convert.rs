@@ -174,7 +174,14 @@ pub(crate) fn bytes_arg(name: &str, obj: &Bound<'_, PyAny>) -> PyResult<Vec<u8>>
         return Ok(b.as_bytes().to_vec());
     }
     if let Ok(s) = obj.cast::<PyString>() {
-        return Ok(s.encode_utf8()?.as_bytes().to_vec());
+        return s.encode_utf8().map(|b| b.as_bytes().to_vec()).map_err(|e| {
+            let py = obj.py();
+            errors::invalid(
+                py,
+                name,
+                format!("{} cannot be encoded as UTF-8 ({})", show(obj), e.value(py)),
+            )
+        });
     }
     Err(errors::invalid_type(
         obj.py(),
