@@ -149,6 +149,11 @@ impl RedisPath {
                 retry_delay: options.retry_delay,
                 clock: options.clock.clone(),
                 max_clock_skew_ms: options.max_clock_skew_ms,
+                in_place_wait: if options.local_fallback {
+                    options.degrade_rtt.min(options.request_timeout)
+                } else {
+                    options.request_timeout
+                },
             },
         )?;
         Ok(RedisPath {

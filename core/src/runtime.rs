@@ -23,6 +23,29 @@ static CURRENT: ForkLocal<Mutex<Option<&'static Runtime>>> = ForkLocal::new();
 
 thread_local! {
     static CACHED: RefCell<Option<(u64, Handle)>> = const { RefCell::new(None) };
+    /// Set while this thread (not one of the runtime's) waits in [`block_on`]: a Redis call it
+    /// makes may do its I/O right here (`backend/in_place.rs`).
+    static BLOCKING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the current thread is a blocking caller inside [`block_on`], free to block on I/O.
+pub(crate) fn blocking_caller() -> bool {
+    BLOCKING.with(|b| b.get())
+}
+
+/// Marks the current thread as a blocking caller until dropped.
+struct Blocking(bool);
+
+impl Blocking {
+    fn enter() -> Blocking {
+        Blocking(BLOCKING.with(|b| b.replace(true)))
+    }
+}
+
+impl Drop for Blocking {
+    fn drop(&mut self) {
+        BLOCKING.with(|b| b.set(self.0));
+    }
 }
 
 /// The shared runtime's handle.
@@ -73,6 +96,7 @@ where
 {
     let handle = handle()?;
     if Handle::try_current().is_err() {
+        let _blocking = Blocking::enter();
         return Ok(handle.block_on(fut));
     }
     std::thread::scope(|s| s.spawn(|| handle.block_on(fut)).join())

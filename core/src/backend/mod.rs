@@ -6,6 +6,7 @@ pub(crate) mod coalesce;
 pub(crate) mod composite_batch;
 pub(crate) mod connection;
 pub(crate) mod functions;
+pub(crate) mod in_place;
 pub(crate) mod memory;
 pub(crate) mod redis;
 pub(crate) mod script;

@@ -27,6 +27,7 @@ use super::coalesce::{Op, Queued, Queues, Turn, Waiter, MAX_WAITING};
 use super::composite_batch::CompositeOp;
 use super::connection::{Conn, Connector};
 use super::functions::Caller;
+use super::in_place::InPlace;
 use super::script::{self, parse_reply, HEARTBEAT, REPAIR};
 use super::topology;
 use super::{Request, Verdict};
@@ -57,6 +58,8 @@ pub(crate) struct Shared {
     /// where no call is ever retried (`retry_delay` >= `request_timeout`): calls carry no id, no
     /// record is written, and no request gets a token.
     record_ms: Option<Vec<u8>>,
+    /// Sockets for blocking callers' lone calls (standalone over plain TCP only).
+    in_place: Option<InPlace>,
 }
 
 impl std::fmt::Debug for RedisBackend {
@@ -112,11 +115,20 @@ pub(crate) struct Settings {
     /// A client clock instead of Redis TIME, and its allowed distance from it.
     pub clock: Option<Arc<dyn Clock>>,
     pub max_clock_skew_ms: u64,
+    /// How long a blocking caller waits for a reply on its own thread (`in_place.rs`) before the
+    /// runtime takes over: what the resilient path lets a call run before it first checks on it.
+    pub in_place_wait: Duration,
 }
 
 impl RedisBackend {
     pub(crate) fn open(url: &str, options: &Settings) -> Result<Self> {
         let topology = topology::open(url, options.connect_timeout, options.request_timeout)?;
+        let in_place = match &topology {
+            topology::Topology::Standalone(client) => {
+                InPlace::new(client, options.connect_timeout, options.in_place_wait)
+            }
+            _ => None,
+        };
         // No response timeout inside redis-rs: every decision is already bounded as a whole by
         // the limiter, and a second timer per request costs throughput for nothing.
         let config = ConnectionManagerConfig::new()
@@ -141,6 +153,7 @@ impl RedisBackend {
                         .to_string()
                         .into_bytes()
                 }),
+                in_place,
             }),
         })
     }
@@ -699,7 +712,19 @@ impl Shared {
         ops: &[Op],
         call_id: &[u8],
     ) -> Result<(Vec<Verdict>, u64)> {
-        let (id, mut conn): (u64, Conn) = self.connector.get().await?;
+        // A blocking caller's lone call goes on a socket of its own, on its own thread.
+        let lent = match &self.in_place {
+            Some(p) if ops.len() == 1 && crate::runtime::blocking_caller() => p.lend(),
+            _ => None,
+        };
+        let mut via = match lent {
+            Some(Ok(sock)) => Via::Own(sock),
+            Some(Err(e)) => return Err(e.into()),
+            None => {
+                let (id, conn) = self.connector.get().await?;
+                Via::Shared(id, conn)
+            }
+        };
         let client_now = self.clock.as_ref().map(|c| c.now_ms());
         let mut clock = script::pack(&[client_now.unwrap_or(0), self.max_skew_ms]);
         // Only a call with a request that may be retried (a token) asks for a record: its id, and
@@ -734,13 +759,26 @@ impl Shared {
         if !retries.is_empty() {
             args.push(&retries);
         }
-        let reply = self.check(id, self.caller.call(&mut conn, redis_key, &args).await)?;
+        let reply = match &mut via {
+            Via::Own(sock) => self.check(0, self.caller.call(sock, redis_key, &args).await),
+            Via::Shared(id, conn) => {
+                self.check(*id, self.caller.call(conn, redis_key, &args).await)
+            }
+        }?;
         let again = script::answered_again(&reply);
         Ok((
             parse_reply(reply, ops.len(), client_now, self.max_skew_ms)?,
             again,
         ))
     }
+}
+
+/// The connection a script call goes on.
+enum Via<'a> {
+    /// A blocking caller's own socket (`in_place.rs`).
+    Own(super::in_place::Lent<'a>),
+    /// The shared multiplexed (or cluster) connection, and its number.
+    Shared(u64, Conn),
 }
 
 fn run_id(info: &str) -> Option<String> {

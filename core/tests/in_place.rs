@@ -1,0 +1,297 @@
+//! A blocking caller's lone call is sent and answered on the caller's own thread, on a socket of
+//! its own (`backend/in_place.rs`): at most four such sockets per limiter, exact like any other
+//! call, and a reply slower than the wait in place is still awaited (the socket handed to the
+//! runtime and kept), while a frozen Redis still sends the caller local within the period.
+
+mod common;
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use common::*;
+use rl_core::audit::max_in_any_window;
+use rl_core::{Mode, Options};
+use rl_harness::RedisServer;
+
+/// Connection ids on `server` (but the one asking).
+fn connections(server: &RedisServer) -> HashSet<String> {
+    client_list(server)
+        .into_iter()
+        .filter(|c| !c.iter().any(|f| f == "cmd=client|list"))
+        .filter_map(|c| c.into_iter().find(|f| f.starts_with("id=")))
+        .collect()
+}
+
+/// Connections made since `before`, and the last command each ran.
+fn new_connections(server: &RedisServer, before: &HashSet<String>) -> Vec<String> {
+    client_list(server)
+        .into_iter()
+        .filter(|c| {
+            c.iter()
+                .any(|f| f.starts_with("id=") && !before.contains(f))
+        })
+        .filter(|c| !c.iter().any(|f| f == "cmd=client|list"))
+        .map(|c| {
+            c.into_iter()
+                .find(|f| f.starts_with("cmd="))
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+#[test]
+fn a_lone_blocking_caller_sends_its_calls_on_one_socket_of_its_own() {
+    let server = server();
+    let l = blocking_with(&server, strict());
+    // The shared connection first (a ping goes on it), so only what the calls add is counted.
+    l.ping().unwrap();
+    let before = connections(&server);
+    for i in 0..50 {
+        let d = l.acquire(format!("k{i}"), 10, 60_000, 1).unwrap();
+        assert!(d.allowed && d.remaining == 9, "call {i}: {d:?}");
+    }
+    let added = new_connections(&server, &before);
+    assert_eq!(
+        added,
+        vec!["cmd=fcall".to_string()],
+        "one new connection, for the calls"
+    );
+    // And they counted: the 11th on a key is denied.
+    for _ in 1..10 {
+        assert!(l.acquire("k0", 10, 60_000, 1).unwrap().allowed);
+    }
+    assert!(!l.acquire("k0", 10, 60_000, 1).unwrap().allowed);
+}
+
+#[test]
+fn sixteen_blocking_threads_use_at_most_four_sockets_and_stay_exact() {
+    let _heavy = heavy();
+    let server = server();
+    let l = blocking_with(&server, strict());
+    l.ping().unwrap();
+    let before = connections(&server);
+    let (limit, window) = (300u64, 60_000u64);
+    let decisions: Vec<_> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..16)
+            .map(|t| {
+                let l = l.clone();
+                s.spawn(move || {
+                    (0..60)
+                        .map(|i| {
+                            // Half the calls on one shared key, half on the thread's own keys.
+                            let key = if i % 2 == 0 {
+                                "shared".to_string()
+                            } else {
+                                format!("t{t}-{i}")
+                            };
+                            (key.clone(), l.acquire(&key, limit, window, 1).unwrap())
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        hs.into_iter().flat_map(|h| h.join().unwrap()).collect()
+    });
+    let added = new_connections(&server, &before);
+    assert!(
+        !added.is_empty() && added.len() <= 4,
+        "new connections: {added:?}"
+    );
+    let shared: Vec<_> = decisions
+        .iter()
+        .filter(|(k, _)| k == "shared")
+        .map(|(_, d)| *d)
+        .collect();
+    assert_eq!(shared.len(), 16 * 30);
+    let admitted = shared.iter().filter(|d| d.allowed).count() as u64;
+    assert_eq!(
+        admitted, limit,
+        "480 asked for 300 permits on one key in one window"
+    );
+    let admissions: Vec<(u64, u64)> = shared
+        .iter()
+        .filter(|d| d.allowed)
+        .map(|d| (d.now_ms, 1))
+        .collect();
+    let most = max_in_any_window(&admissions, window);
+    assert!(most <= limit, "{most} admitted within one window");
+    assert!(decisions
+        .iter()
+        .all(|(k, d)| k == "shared" || (d.allowed && d.mode == Mode::Normal)));
+}
+
+fn signal(pid: u32, sig: i32) {
+    assert_eq!(
+        unsafe { libc::kill(pid as i32, sig) },
+        0,
+        "kill({pid}, {sig})"
+    );
+}
+
+#[test]
+fn a_reply_later_than_the_wait_in_place_is_awaited_and_the_socket_kept() {
+    let server = server();
+    // Waits 1 ms in place (degrade_rtt), and never goes local within this test.
+    let l = blocking_with(
+        &server,
+        Options {
+            degrade_rtt: Duration::from_millis(1),
+            recover_rtt: Duration::from_millis(1),
+            degrade_after: Duration::from_secs(30),
+            request_timeout: Duration::from_secs(5),
+            ..Options::default()
+        },
+    );
+    l.ping().unwrap();
+    let shared = connections(&server);
+    assert!(l.acquire("k", 5, 60_000, 1).unwrap().allowed);
+    assert_eq!(new_connections(&server, &shared), vec!["cmd=fcall"]);
+    let before = connections(&server);
+    let pid = server.pid();
+    let thaw = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        signal(pid, libc::SIGCONT);
+    });
+    signal(pid, libc::SIGSTOP);
+    let started = Instant::now();
+    let d = l.acquire("k", 5, 60_000, 1).unwrap();
+    let took = started.elapsed();
+    thaw.join().unwrap();
+    assert!(
+        d.allowed && d.mode == Mode::Normal && d.remaining == 3,
+        "{d:?}"
+    );
+    assert!(
+        took >= Duration::from_millis(150),
+        "answered after {took:?}, before Redis was thawed"
+    );
+    for left in (0..3).rev() {
+        let d = l.acquire("k", 5, 60_000, 1).unwrap();
+        assert!(d.allowed && d.remaining == left, "{d:?}");
+    }
+    assert!(!l.acquire("k", 5, 60_000, 1).unwrap().allowed);
+    assert_eq!(
+        new_connections(&server, &before),
+        Vec::<String>::new(),
+        "the socket of the slow call is used again, no other one made"
+    );
+    assert_eq!(l.as_async().stats().redis_errors, 0);
+}
+
+#[test]
+fn a_frozen_redis_sends_a_blocking_caller_local_within_the_period() {
+    let _heavy = heavy();
+    let server = server();
+    // The request timeout far above the period: a call that waited for it (in place) would show.
+    let options = Options {
+        request_timeout: Duration::from_secs(4),
+        ..Options::default()
+    };
+    let l = blocking_with(&server, options.clone());
+    assert!(l.acquire("k", 100, 60_000, 1).unwrap().allowed);
+    let pid = server.pid();
+    signal(pid, libc::SIGSTOP);
+    let started = Instant::now();
+    let d = l.acquire("k", 100, 60_000, 1);
+    let took = started.elapsed();
+    signal(pid, libc::SIGCONT);
+    let d = d.unwrap();
+    assert_eq!(d.mode, Mode::Local, "{d:?}");
+    assert!(d.allowed, "{d:?}");
+    assert!(
+        took < Duration::from_secs(2),
+        "went local after {took:?}: degrade_after is {:?}, the request timeout {:?}",
+        options.degrade_after,
+        options.request_timeout
+    );
+}
+
+#[test]
+fn the_own_socket_logs_in_as_the_urls_user_and_selects_its_database() {
+    let server =
+        RedisServer::start_with(rl_harness::ServerOptions::default().requirepass("admin")).unwrap();
+    cmd(
+        &server,
+        &[b"ACL", b"SETUSER", b"gw", b"on", b">gw-pw", b"~*", b"+@all"],
+    );
+    let url = format!("redis://gw:gw-pw@127.0.0.1:{}/3", server.port());
+    let l = rl_core::blocking::Limiter::open(Some(&url), strict()).unwrap();
+    l.ping().unwrap();
+    let before = connections(&server);
+    for _ in 0..3 {
+        assert!(l.acquire("k", 3, 60_000, 1).unwrap().allowed);
+    }
+    assert!(!l.acquire("k", 3, 60_000, 1).unwrap().allowed);
+    let own: Vec<Vec<String>> = client_list(&server)
+        .into_iter()
+        .filter(|c| {
+            c.iter()
+                .any(|f| f.starts_with("id=") && !before.contains(f))
+        })
+        .filter(|c| !c.iter().any(|f| f == "cmd=client|list"))
+        .collect();
+    assert_eq!(own.len(), 1, "{own:?}");
+    for field in ["user=gw", "db=3", "cmd=fcall"] {
+        assert!(own[0].iter().any(|f| f == field), "{field} in {:?}", own[0]);
+    }
+    let key = l.redis_key("k");
+    // The harness opens a connection per command: a script looks in database 3.
+    let found = cmd(
+        &server,
+        &[
+            b"EVAL",
+            b"redis.call('SELECT', 3) return redis.call('EXISTS', KEYS[1])",
+            b"1",
+            &key,
+        ],
+    );
+    assert_eq!(found.as_int(), Some(1), "the window is in database 3");
+
+    let wrong = format!("redis://gw:nope@127.0.0.1:{}/3", server.port());
+    let l = rl_core::blocking::Limiter::open(Some(&wrong), strict()).unwrap();
+    let e = l.acquire("k", 3, 60_000, 1).unwrap_err();
+    assert_eq!(e.kind(), rl_core::ErrorKind::Backend, "{e}");
+    assert!(e.to_string().contains("authentication failed"), "{e}");
+}
+
+#[test]
+fn after_a_restart_the_next_call_gets_a_new_socket_not_a_dead_idle_one() {
+    let mut server = server();
+    let l = blocking_with(&server, strict());
+    // Four sockets, idle in the pool (four threads at once on their own keys, a few rounds).
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let l = l.clone();
+            s.spawn(move || {
+                for i in 0..50 {
+                    l.acquire(format!("t{t}-{i}"), 10, 60_000, 1).unwrap();
+                }
+            });
+        }
+    });
+    server.kill().unwrap();
+    server.restart().unwrap();
+    // Within the second after their last use, so not checked: the first one tried is dead, the
+    // call's retry must not take the next dead one (with the fallback off, that is an error).
+    let d = l.acquire("after", 10, 60_000, 1).unwrap();
+    assert!(d.allowed && d.used == 1, "{d:?}");
+    assert!(l.acquire("after", 10, 60_000, 1).unwrap().allowed);
+}
+
+#[test]
+fn a_socket_redis_closed_while_idle_is_not_used_again() {
+    let server = server();
+    // Redis closes clients idle for a second.
+    cmd(&server, &[b"CONFIG", b"SET", b"timeout", b"1"]);
+    let l = blocking_with(&server, strict());
+    assert!(l.acquire("k", 10, 60_000, 1).unwrap().allowed);
+    std::thread::sleep(Duration::from_millis(2500));
+    let errors = l.as_async().stats().redis_errors;
+    let d = l.acquire("k", 10, 60_000, 1).unwrap();
+    assert!(d.allowed && d.used == 2, "{d:?}");
+    assert_eq!(
+        l.as_async().stats().redis_errors,
+        errors,
+        "the closed socket was checked before use, not tried"
+    );
+}
