@@ -145,8 +145,10 @@ async fn fcall<C: ConnectionLike + Send>(
     keys: &[&[u8]],
     args: &[&[u8]],
 ) -> redis::RedisResult<Value> {
-    let mut c = redis::cmd("FCALL");
-    c.arg(&LIBRARY.function).arg(keys.len());
+    // Sized once: growing the command argument by argument reallocated it several times a call.
+    let bytes = keys.iter().chain(args).map(|a| a.len()).sum::<usize>() + 64;
+    let mut c = redis::Cmd::with_capacity(3 + keys.len() + args.len(), bytes);
+    c.arg("FCALL").arg(&LIBRARY.function).arg(keys.len());
     for k in keys {
         c.arg(*k);
     }

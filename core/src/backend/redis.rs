@@ -726,7 +726,6 @@ impl Shared {
             }
         };
         let client_now = self.clock.as_ref().map(|c| c.now_ms());
-        let mut clock = script::pack(&[client_now.unwrap_or(0), self.max_skew_ms]);
         // Only a call with a request that may be retried (a token) asks for a record: its id, and
         // after the clock this limiter's 8 bytes (the id's first 8) and the records' TTL (the
         // same in every call, parsed once by the script).
@@ -734,25 +733,30 @@ impl Shared {
             .record_ms
             .as_deref()
             .filter(|_| ops.iter().any(|op| op.token != 0));
+        let mut clock = Vec::with_capacity(24 + record.map_or(0, <[u8]>::len));
+        script::pack_into(&mut clock, &[client_now.unwrap_or(0), self.max_skew_ms]);
         if let Some(ttl) = record {
             clock.extend_from_slice(&call_id[..8]);
             clock.extend_from_slice(ttl);
         }
-        let mut requests = Vec::with_capacity(ops.len() * 4);
+        let mut requests = Vec::with_capacity(ops.len() * 32);
         for op in ops {
-            requests.extend_from_slice(&[op.consume as u64, op.window_ms, op.limit, op.cost]);
+            script::pack_into(
+                &mut requests,
+                &[op.consume as u64, op.window_ms, op.limit, op.cost],
+            );
         }
-        let requests = script::pack(&requests);
         // Per request: the failed call it was in (zeros: none) and its place there (0: none).
         let mut retries = Vec::new();
         if ops.iter().any(|op| op.retry.is_some()) {
             for op in ops {
                 let (was, place) = op.retry.unwrap_or(([0; 16], 0));
                 retries.extend_from_slice(&was);
-                retries.extend_from_slice(&script::pack(&[place]));
+                script::pack_into(&mut retries, &[place]);
             }
         }
-        let mut args: Vec<&[u8]> = vec![b"rl1", &clock, &requests];
+        let mut args: Vec<&[u8]> = Vec::with_capacity(5);
+        args.extend_from_slice(&[b"rl1", &clock, &requests]);
         if record.is_some() {
             args.push(call_id);
         }

@@ -38,10 +38,16 @@ pub fn sliding_window_sha() -> &'static str {
 /// Numbers for the native calling convention: big-endian doubles, what the script's
 /// `struct.unpack('>d...')` reads without parsing text. Every value is at most 1e15, exact in a double.
 pub(crate) fn pack(values: &[u64]) -> Vec<u8> {
-    values
-        .iter()
-        .flat_map(|&v| (v as f64).to_be_bytes())
-        .collect()
+    let mut out = Vec::with_capacity(8 * values.len());
+    pack_into(&mut out, values);
+    out
+}
+
+/// [`pack`], appended to `out`.
+pub(crate) fn pack_into(out: &mut Vec<u8>, values: &[u64]) {
+    for &v in values {
+        out.extend_from_slice(&(v as f64).to_be_bytes());
+    }
 }
 
 fn int(v: &Value) -> Option<i64> {
@@ -158,11 +164,10 @@ pub(crate) fn parse_reply(
         Some(0) if items.len() == 1 + 5 * requests => items[1..]
             .chunks(5)
             .map(|v| {
-                let n: Vec<u64> = v
-                    .iter()
-                    .map(non_negative)
-                    .collect::<Option<_>>()
-                    .ok_or_else(|| bad("field"))?;
+                let mut n = [0u64; 5];
+                for (n, v) in n.iter_mut().zip(v) {
+                    *n = non_negative(v).ok_or_else(|| bad("field"))?;
+                }
                 Ok(Verdict {
                     // 2: admitted by an earlier attempt of this request (see `answered_again`).
                     allowed: n[0] == 1 || n[0] == 2,
