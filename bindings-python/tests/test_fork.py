@@ -65,6 +65,36 @@ print("ok")
     check(run_script(src, redis_url, key, timeout=60))
 
 
+def test_parent_and_child_never_share_a_socket(redis_url: str, key: str) -> None:
+    """A sync call alone on its key goes on a socket of the limiter's own (the core's in-place
+    path): after fork the child must make its own, or parent and child would read each other's
+    replies. Both call at once, each on its own key, and each reply must be its own key's count."""
+    src = PRELUDE + r'''
+lim = rl.Limiter(url)
+assert lim.acquire(key + ":parent", 10**6, 60_000).used == 1   # the parent's socket exists
+
+def run(k, start):
+    for i in range(start, start + 400):
+        d = lim.acquire(k, 10**6, 60_000)
+        if d.used != i:
+            return f"{k}: call {i} answered used={d.used}"
+    return None
+
+pid = os.fork()
+if pid == 0:
+    err = run(key + ":child", 1)
+    if err:
+        print("child:", err, flush=True)
+    os._exit(1 if err else 0)
+err = run(key + ":parent", 2)
+rc = wait(pid, 60)
+assert err is None, err
+assert rc == 0, f"child: {rc}"
+print("ok")
+'''
+    check(run_script(src, redis_url, key, timeout=90))
+
+
 def test_fork_while_other_threads_are_mid_call(redis_url: str, key: str) -> None:
     """Threads hammer the limiter (sync and async) while the main thread forks children; some
     children use the inherited limiters, some only close them, some exit through the normal
