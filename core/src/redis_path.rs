@@ -1035,6 +1035,15 @@ impl RedisPath {
 /// Clears the "started" flag when the background task ends or is dropped with its runtime.
 struct Restart(Weak<RedisPath>);
 
+/// A dropped limiter's background task ends now, not after its next sleep (up to a second): it
+/// holds the limiter's lag probe meanwhile, and a process that opens and closes limiters at a high
+/// rate (per request, Java's `LeakTest`) would keep a second's worth of them.
+impl Drop for RedisPath {
+    fn drop(&mut self) {
+        self.wake.notify_one();
+    }
+}
+
 impl Drop for Restart {
     fn drop(&mut self) {
         if let Some(p) = self.0.upgrade() {
