@@ -323,3 +323,17 @@ fn dropped_limiters_leave_no_background_task_behind() {
         || alive() <= before,
     );
 }
+
+#[test]
+fn a_host_name_keeps_the_shared_connection() {
+    let server = server();
+    // A name would be resolved on the caller's thread at every connect: only addresses go in place.
+    let url = format!("redis://localhost:{}/", server.port());
+    let l = rl_core::blocking::Limiter::open(Some(&url), strict()).unwrap();
+    l.ping().unwrap();
+    let before = connections(&server);
+    for i in 0..20 {
+        assert!(l.acquire(format!("k{i}"), 10, 60_000, 1).unwrap().allowed);
+    }
+    assert_eq!(new_connections(&server, &before), Vec::<String>::new());
+}

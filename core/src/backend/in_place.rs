@@ -14,12 +14,13 @@
 //! like any other call (the socket goes to tokio), so a frozen Redis sends the limiter local as
 //! soon as it would have without this.
 //!
-//! Only standalone Redis over plain TCP with RESP2 (what `redis://` URLs mean); TLS, Unix
-//! sockets, Sentinel and Cluster use the multiplexed connection. At most `MAX_SOCKETS` sockets per
+//! Only standalone Redis over plain TCP with RESP2 (what `redis://` URLs mean), at an IP address;
+//! host names, TLS, Unix sockets, Sentinel and Cluster use the multiplexed connection. A socket
+//! that cannot be made within the wait (`connect`) leaves the call to the multiplexed connection. At most `MAX_SOCKETS` sockets per
 //! limiter: callers beyond that many at once take the multiplexed connection, which pipelines.
 
 use std::io::{self, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -36,7 +37,7 @@ const MAX_SOCKETS: usize = 4;
 
 /// Where a blocking caller's lone call can go by itself.
 pub(crate) struct InPlace {
-    addr: (String, u16),
+    addr: SocketAddr,
     username: Option<String>,
     password: Option<String>,
     db: i64,
@@ -67,6 +68,9 @@ struct Sock {
 /// idle clients (`timeout`), and a restart closes them all.
 const CHECK_AFTER_IDLE: Duration = Duration::from_secs(1);
 
+/// The least time a caller gives a socket of its own to connect (see `connect`).
+const CONNECT_FLOOR: Duration = Duration::from_millis(50);
+
 impl InPlace {
     /// `None` where the connection is not plain TCP with RESP2.
     pub(crate) fn new(
@@ -78,12 +82,19 @@ impl InPlace {
         let ConnectionAddr::Tcp(host, port) = info.addr() else {
             return None;
         };
+        // An address, not a name: resolving a name would block the caller for as long as DNS
+        // takes, and must happen anew on every connect (a primary's name moves on failover).
+        let ip: IpAddr = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse()
+            .ok()?;
         let settings = info.redis_settings();
         if settings.protocol() != ProtocolVersion::RESP2 {
             return None;
         }
         Some(InPlace {
-            addr: (host.clone(), *port),
+            addr: SocketAddr::new(ip, *port),
             username: settings.username().map(str::to_owned),
             password: settings.password().map(str::to_owned),
             db: settings.db(),
@@ -95,16 +106,16 @@ impl InPlace {
     }
 
     /// A socket for this caller: an idle one, a new one while fewer than `max` are open, or
-    /// `None` (the caller takes the multiplexed connection). Connecting is bounded by the connect
-    /// timeout, and its errors are the call's.
-    pub(crate) fn lend(&self) -> Option<RedisResult<Lent<'_>>> {
+    /// `None` (the caller takes the multiplexed connection): also when the new one cannot be
+    /// made in time (see `connect`), so its errors never reach the caller.
+    pub(crate) fn lend(&self) -> Option<Lent<'_>> {
         let pool = self.pool.get();
         loop {
             let Some(sock) = pool.idle.lock().unwrap_or_else(|p| p.into_inner()).pop() else {
                 break;
             };
             if sock.idle_since.elapsed() < CHECK_AFTER_IDLE || sock.alive() {
-                return Some(Ok(self.lent(pool, sock)));
+                return Some(self.lent(pool, sock));
             }
             pool.open.fetch_sub(1, Ordering::AcqRel);
         }
@@ -113,10 +124,12 @@ impl InPlace {
             return None;
         }
         match self.connect() {
-            Ok(sock) => Some(Ok(self.lent(pool, sock))),
+            Ok(sock) => Some(self.lent(pool, sock)),
             Err(e) => {
+                // The multiplexed connection then makes the call, and reports what it meets.
+                tracing::debug!(error = %e, "rl: no socket of its own for a blocking call");
                 pool.open.fetch_sub(1, Ordering::AcqRel);
-                Some(Err(e))
+                None
             }
         }
     }
@@ -131,30 +144,12 @@ impl InPlace {
     }
 
     fn connect(&self) -> RedisResult<Sock> {
-        let deadline = Instant::now() + self.connect_timeout;
-        let mut last = None;
-        let mut stream = None;
-        for a in (self.addr.0.as_str(), self.addr.1).to_socket_addrs()? {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            match TcpStream::connect_timeout(&a, left) {
-                Ok(s) => {
-                    stream = Some(s);
-                    break;
-                }
-                Err(e) => last = Some(e),
-            }
-        }
-        let stream = match stream {
-            Some(s) => s,
-            None => {
-                return Err(last
-                    .unwrap_or_else(|| io::Error::new(io::ErrorKind::TimedOut, "connect timeout"))
-                    .into())
-            }
-        };
+        // The caller waits for this: no longer than it would wait for a reply (at least
+        // CONNECT_FLOOR, a connect's worth on a busy machine), then it takes the multiplexed
+        // connection, whose connect the resilient path watches.
+        let budget = self.connect_timeout.min(self.wait.max(CONNECT_FLOOR));
+        let deadline = Instant::now() + budget;
+        let stream = TcpStream::connect_timeout(&self.addr, budget)?;
         stream.set_nodelay(true)?;
         // The handshake is the connect's: bounded by what is left of the connect timeout.
         let left = deadline

@@ -718,8 +718,7 @@ impl Shared {
             _ => None,
         };
         let mut via = match lent {
-            Some(Ok(sock)) => Via::Own(sock),
-            Some(Err(e)) => return Err(e.into()),
+            Some(sock) => Via::Own(sock),
             None => {
                 let (id, conn) = self.connector.get().await?;
                 Via::Shared(id, conn)
