@@ -12,14 +12,6 @@ use common::*;
 use rl_core::audit::max_in_any_window;
 use rl_core::{Clock, ErrorKind, Limiter, Mode, Options, Stats};
 
-fn signal(pid: u32, sig: i32) {
-    assert_eq!(
-        unsafe { libc::kill(pid as i32, sig) },
-        0,
-        "kill({pid}, {sig})"
-    );
-}
-
 #[test]
 fn frozen_redis_goes_local_within_the_period_and_back_only_after_recovery() {
     let _heavy = heavy();

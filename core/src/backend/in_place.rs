@@ -187,7 +187,9 @@ impl InPlace {
                 return Err(redis::RedisError::from((
                     redis::ErrorKind::AuthenticationFailed,
                     "Password authentication failed",
-                    e.details().unwrap_or_default().to_string(),
+                    e.details()
+                        .unwrap_or("no detail from the server")
+                        .to_string(),
                 )));
             }
         }

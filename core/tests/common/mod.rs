@@ -298,3 +298,12 @@ pub fn wait_with_deadline(pid: libc::pid_t, deadline: Duration) -> Option<i32> {
         std::thread::sleep(Duration::from_millis(1));
     }
 }
+
+/// Sends `sig` to process `pid` (a test's redis-server: SIGSTOP / SIGCONT to freeze and thaw it).
+pub fn signal(pid: u32, sig: i32) {
+    assert_eq!(
+        unsafe { libc::kill(pid as i32, sig) },
+        0,
+        "kill({pid}, {sig})"
+    );
+}
