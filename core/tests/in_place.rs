@@ -329,3 +329,222 @@ fn a_host_name_keeps_the_shared_connection() {
     }
     assert_eq!(new_connections(&server, &before), Vec::<String>::new());
 }
+
+/// Every command `server` runs while `run` runs, as MONITOR shows them: `(client address, line)`.
+fn monitored(server: &RedisServer, run: impl FnOnce()) -> Vec<(String, String)> {
+    use std::io::{BufRead, BufReader, Write};
+    let mut conn = std::net::TcpStream::connect(("127.0.0.1", server.port())).unwrap();
+    conn.write_all(b"MONITOR\r\n").unwrap();
+    let mut lines = BufReader::new(conn.try_clone().unwrap());
+    let mut ok = String::new();
+    lines.read_line(&mut ok).unwrap();
+    assert_eq!(ok, "+OK\r\n");
+    run();
+    let marker = format!("end-of-run-{}", std::process::id());
+    cmd(server, &[b"ECHO", marker.as_bytes()]);
+    conn.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut seen = Vec::new();
+    loop {
+        let mut line = String::new();
+        lines
+            .read_line(&mut line)
+            .expect("MONITOR shows the marker");
+        if line.contains(&marker) {
+            return seen;
+        }
+        // +1733371069.420183 [0 127.0.0.1:50142] "fcall" "..." ...
+        let addr = line
+            .split_once('[')
+            .and_then(|(_, r)| r.split_once(']'))
+            .and_then(|(inside, _)| inside.split_whitespace().nth(1))
+            .unwrap_or("")
+            .to_string();
+        seen.push((addr, line));
+    }
+}
+
+#[test]
+fn calls_beyond_four_sockets_wait_for_one_not_for_the_shared_connection() {
+    let _heavy = heavy();
+    let server = server();
+    let l = blocking_with(
+        &server,
+        Options {
+            request_timeout: Duration::from_secs(5),
+            ..strict()
+        },
+    );
+    // The library loaded (a first FCALL is refused and sent again after FUNCTION LOAD), and the
+    // socket this made closed, so only the shared connection is left.
+    l.ping().unwrap();
+    let before = connections(&server);
+    assert!(l.acquire("warm", 10, 60_000, 1).unwrap().allowed);
+    for id in connections(&server).difference(&before) {
+        let id = id.strip_prefix("id=").unwrap();
+        cmd(&server, &[b"CLIENT", b"KILL", b"ID", id.as_bytes()]);
+    }
+    // Idle long enough to be checked before use, so the dead socket is not tried.
+    std::thread::sleep(Duration::from_millis(1100));
+    let shared: Vec<String> = client_list(&server)
+        .into_iter()
+        .filter(|c| !c.iter().any(|f| f == "cmd=client|list"))
+        .filter_map(|c| {
+            c.into_iter()
+                .find_map(|f| f.strip_prefix("addr=").map(str::to_string))
+        })
+        .collect();
+    assert_eq!(shared.len(), 1, "the shared connection alone: {shared:?}");
+    let pid = server.pid();
+    let decisions = std::sync::Mutex::new(Vec::new());
+    let seen = monitored(&server, || {
+        // Redis frozen while 16 threads call: 4 calls are written on 4 sockets, 12 must queue
+        // for them. Then 16 threads at full speed.
+        signal(pid, libc::SIGSTOP);
+        let thaw = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            signal(pid, libc::SIGCONT);
+        });
+        for round in 0..2 {
+            std::thread::scope(|s| {
+                for t in 0..16 {
+                    let (l, decisions) = (l.clone(), &decisions);
+                    s.spawn(move || {
+                        for i in 0..(if round == 0 { 1 } else { 40 }) {
+                            let key = format!("queued-{round}-{t}-{i}");
+                            let d = l.acquire(&key, 10, 60_000, 1).unwrap();
+                            decisions.lock().unwrap().push(d);
+                        }
+                    });
+                }
+            });
+        }
+        thaw.join().unwrap();
+    });
+    let decisions = decisions.into_inner().unwrap();
+    assert_eq!(decisions.len(), 16 + 16 * 40);
+    assert!(
+        decisions
+            .iter()
+            .all(|d| d.allowed && d.used == 1 && d.mode == Mode::Normal),
+        "every call its own key's first permit"
+    );
+    let calls: Vec<&(String, String)> = seen
+        .iter()
+        .filter(|(_, line)| {
+            line.to_ascii_lowercase().contains("\"fcall\"") && line.contains("queued-")
+        })
+        .collect();
+    assert_eq!(calls.len(), 16 + 16 * 40, "one script call per decision");
+    let from: HashSet<&str> = calls.iter().map(|(a, _)| a.as_str()).collect();
+    assert!(
+        !from.contains(shared[0].as_str()),
+        "calls went on the shared connection {}",
+        shared[0]
+    );
+    assert!(from.len() <= 4, "calls came from {from:?}");
+}
+
+#[test]
+fn sixteen_blocking_callers_on_a_frozen_redis_all_go_local_in_time_and_come_back() {
+    let _heavy = heavy();
+    let server = server();
+    let options = Options {
+        request_timeout: Duration::from_secs(4),
+        ..Options::default()
+    };
+    let l = blocking_with(&server, options.clone());
+    assert!(l.acquire("warm", 100, 60_000, 1).unwrap().allowed);
+    let pid = server.pid();
+    signal(pid, libc::SIGSTOP);
+    let started = Instant::now();
+    let frozen: Vec<(rl_core::Decision, Duration)> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..16)
+            .map(|t| {
+                let l = l.clone();
+                s.spawn(move || {
+                    let d = l.acquire(format!("frozen-{t}"), 100, 60_000, 1).unwrap();
+                    (d, started.elapsed())
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    signal(pid, libc::SIGCONT);
+    for (d, took) in &frozen {
+        assert_eq!(d.mode, Mode::Local, "{d:?}");
+        assert!(
+            *took < Duration::from_secs(2),
+            "a queued caller went local after {took:?}"
+        );
+    }
+    // Back to Redis: every caller, queued or not, ends in `normal` again.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let back: Vec<rl_core::Decision> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..16)
+                .map(|t| {
+                    let l = l.clone();
+                    s.spawn(move || l.acquire(format!("after-{t}"), 1000, 60_000, 1).unwrap())
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        if back.iter().all(|d| d.mode == Mode::Normal) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "still local: {back:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_restart_under_sixteen_blocking_callers_fails_or_answers_each_call_and_none_hangs() {
+    let _heavy = heavy();
+    let mut server = server();
+    let l = blocking_with(&server, strict());
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let (answered, failed) = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..16)
+            .map(|t| {
+                let (l, stop) = (l.clone(), &stop);
+                s.spawn(move || {
+                    let (mut ok, mut err) = (0u32, 0u32);
+                    let mut i = 0;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        match l.acquire(format!("r-{t}-{i}"), 10, 60_000, 1) {
+                            Ok(d) => {
+                                assert!(d.allowed && d.used == 1, "{d:?}");
+                                ok += 1
+                            }
+                            Err(_) => err += 1,
+                        }
+                        i += 1;
+                    }
+                    (ok, err)
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(300));
+        server.kill().unwrap();
+        server.restart().unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        hs.into_iter()
+            .map(|h| h.join().unwrap())
+            .fold((0, 0), |(a, b), (ok, err)| (a + ok, b + err))
+    });
+    assert!(answered > 0, "{answered} answered, {failed} failed");
+    // After it, every caller is answered by the new server.
+    std::thread::scope(|s| {
+        for t in 0..16 {
+            let l = l.clone();
+            s.spawn(move || {
+                for i in 0..20 {
+                    let d = l.acquire(format!("after-{t}-{i}"), 10, 60_000, 1).unwrap();
+                    assert!(d.allowed && d.used == 1 && d.mode == Mode::Normal, "{d:?}");
+                }
+            });
+        }
+    });
+}

@@ -16,24 +16,36 @@
 //!
 //! Only standalone Redis over plain TCP with RESP2 (what `redis://` URLs mean), at an IP address;
 //! host names, TLS, Unix sockets, Sentinel and Cluster use the multiplexed connection. A socket
-//! that cannot be made within the wait (`connect`) leaves the call to the multiplexed connection. At most `MAX_SOCKETS` sockets per
-//! limiter: callers beyond that many at once take the multiplexed connection, which pipelines.
+//! that cannot be made within the wait (`connect`) leaves the call to the multiplexed connection.
+//!
+//! At most `MAX_SOCKETS` sockets per limiter. Callers beyond that many at once queue their
+//! commands (`Ticket`), and whoever is done with a socket hands it to the oldest of them, which
+//! sends every queued command in one write and reads their replies together (group commit): one
+//! `write` and one `read` for many calls, on the client and on Redis, instead of one each, and no
+//! thread hop to the runtime. A call keeps its own command, reply and id: batching changes only
+//! how the bytes travel, never what the script decides.
 
+use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
 use redis::{Cmd, ConnectionAddr, ProtocolVersion, RedisFuture, RedisResult, Value};
 
 use crate::fork::ForkLocal;
 
-/// Sockets per limiter (per fork generation) for callers at once. Measured from Python, 16
-/// threads on random keys, client pinned to one core: none 48k decisions/s (Redis 9.5 µs of CPU
-/// each: the multiplexed connection pipelines), 4 sockets 73k/s (11.4 µs), 16 sockets 71–72k/s
-/// (13.8 µs: more sockets, fewer commands per read for Redis).
+/// Sockets per limiter (per fork generation). Measured from Python, 16 threads on random keys,
+/// client pinned to one core, Redis to the other: with callers queued for a socket, 1 socket
+/// 51–57k decisions/s (12 commands per write, Redis 8.0 µs of CPU each), 2 sockets 63k/s (5 per
+/// write), 4 sockets 75–79k/s (3 per write, 9.5–9.8 µs), 8 or 16 sockets no faster (75–79k/s)
+/// but dearer for Redis (11.5–14.4 µs). Before callers queued (those beyond 4 took the
+/// multiplexed connection): 74–77k/s at 11.4–11.8 µs.
 const MAX_SOCKETS: usize = 4;
+
+/// The most queued commands one write carries.
+const MAX_BATCH: usize = 64;
 
 /// Where a blocking caller's lone call can go by itself.
 pub(crate) struct InPlace {
@@ -44,14 +56,22 @@ pub(crate) struct InPlace {
     connect_timeout: Duration,
     wait: Duration,
     max: usize,
-    pool: ForkLocal<Pool>,
+    pool: ForkLocal<Arc<Pool>>,
+}
+
+/// This fork generation's sockets, and the commands waiting for one.
+#[derive(Default)]
+struct Pool {
+    state: Mutex<PoolState>,
 }
 
 #[derive(Default)]
-struct Pool {
-    idle: Mutex<Vec<Sock>>,
-    /// Sockets of this generation, idle or lent.
-    open: AtomicUsize,
+struct PoolState {
+    idle: Vec<Sock>,
+    /// Sockets of this generation, idle or in use (or being made).
+    open: usize,
+    /// Commands waiting for a socket, oldest first.
+    queue: VecDeque<Arc<Ticket>>,
 }
 
 /// A connected, authenticated socket with no reply pending.
@@ -105,42 +125,30 @@ impl InPlace {
         })
     }
 
-    /// A socket for this caller: an idle one, a new one while fewer than `max` are open, or
-    /// `None` (the caller takes the multiplexed connection): also when the new one cannot be
-    /// made in time (see `connect`), so its errors never reach the caller.
+    /// A socket for this caller: an idle one, a new one while fewer than `max` are open, or a
+    /// place in the queue when `max` are in use. `None` (the caller takes the multiplexed
+    /// connection) when a new one cannot be made in time (see `connect`), so its errors never
+    /// reach the caller.
     pub(crate) fn lend(&self) -> Option<Lent<'_>> {
         let pool = self.pool.get();
-        loop {
-            let Some(sock) = pool.idle.lock().unwrap_or_else(|p| p.into_inner()).pop() else {
-                break;
-            };
-            if sock.idle_since.elapsed() < CHECK_AFTER_IDLE || sock.alive() {
-                return Some(self.lent(pool, sock));
-            }
-            pool.open.fetch_sub(1, Ordering::AcqRel);
-        }
-        if pool.open.fetch_add(1, Ordering::AcqRel) >= self.max {
-            pool.open.fetch_sub(1, Ordering::AcqRel);
-            return None;
-        }
-        match self.connect() {
-            Ok(sock) => Some(self.lent(pool, sock)),
-            Err(e) => {
-                // The multiplexed connection then makes the call, and reports what it meets.
-                tracing::debug!(error = %e, "rl: no socket of its own for a blocking call");
-                pool.open.fetch_sub(1, Ordering::AcqRel);
-                None
-            }
-        }
-    }
-
-    fn lent<'a>(&'a self, pool: &'a Pool, sock: Sock) -> Lent<'a> {
-        Lent {
+        let sock = match pool.acquire(self.max, None) {
+            Acquired::Idle(sock) => Some(sock),
+            Acquired::Open => match self.connect() {
+                Ok(sock) => Some(sock),
+                Err(e) => {
+                    // The multiplexed connection then makes the call, and reports what it meets.
+                    tracing::debug!(error = %e, "rl: no socket of its own for a blocking call");
+                    pool.release(None);
+                    return None;
+                }
+            },
+            Acquired::Busy => None,
+        };
+        Some(Lent {
+            place: self,
             pool,
-            sock: Some(sock),
-            wait: self.wait,
-            db: self.db,
-        }
+            sock,
+        })
     }
 
     fn connect(&self) -> RedisResult<Sock> {
@@ -203,58 +211,366 @@ impl InPlace {
     }
 }
 
-/// A socket lent to one call; back to the pool when the call ends with its reply read, closed
-/// when it does not (an error, or a caller that gave up: a reply may still come on it).
-pub(crate) struct Lent<'a> {
+/// What [`Pool::acquire`] found.
+enum Acquired {
+    Idle(Sock),
+    /// Room for one more socket, already counted as open: the caller makes it.
+    Open,
+    /// Every socket in use (and the caller's ticket, if it brought one, queued).
+    Busy,
+}
+
+impl Pool {
+    fn lock(&self) -> MutexGuard<'_, PoolState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// An idle socket, room for a new one, or (`Busy`) `ticket` queued: decided under one lock,
+    /// so a socket given back meanwhile always finds the ticket.
+    fn acquire(&self, max: usize, ticket: Option<&Arc<Ticket>>) -> Acquired {
+        loop {
+            let mut state = self.lock();
+            let Some(sock) = state.idle.pop() else {
+                if state.open < max {
+                    state.open += 1;
+                    return Acquired::Open;
+                }
+                if let Some(t) = ticket {
+                    state.queue.push_back(Arc::clone(t));
+                }
+                return Acquired::Busy;
+            };
+            drop(state);
+            if sock.idle_since.elapsed() < CHECK_AFTER_IDLE || sock.alive() {
+                return Acquired::Idle(sock);
+            }
+            self.lock().open -= 1;
+        }
+    }
+
+    /// Up to `MAX_BATCH` queued commands, oldest first, now on their way.
+    fn take_queue(&self) -> Vec<Arc<Ticket>> {
+        let mut state = self.lock();
+        if state.queue.is_empty() {
+            return Vec::new();
+        }
+        let n = state.queue.len().min(MAX_BATCH);
+        let batch: Vec<Arc<Ticket>> = state.queue.drain(..n).collect();
+        for t in &batch {
+            t.lock().state = TicketState::Sent;
+        }
+        batch
+    }
+
+    /// Gives a socket back (`None`: it failed, or could not be made): to the oldest queued
+    /// command, whose caller sends the queue on it (or on a new one), else to the idle ones.
+    fn release(&self, sock: Option<Sock>) {
+        Pool::release_locked(&mut self.lock(), sock)
+    }
+
+    fn release_locked(state: &mut PoolState, sock: Option<Sock>) {
+        if sock.is_none() {
+            state.open -= 1;
+        }
+        while let Some(next) = state.queue.pop_front() {
+            let mut slot = next.lock();
+            if matches!(slot.state, TicketState::Queued) {
+                if sock.is_none() {
+                    state.open += 1; // the new one it makes
+                }
+                next.settle(&mut slot, TicketState::Lead(sock));
+                return;
+            }
+        }
+        if let Some(mut sock) = sock {
+            sock.idle_since = Instant::now();
+            state.idle.push(sock);
+        }
+    }
+
+    /// After an I/O error: the idle ones most likely went the same way (a restart), so the
+    /// retry connects anew.
+    fn drop_idle(&self) {
+        let mut state = self.lock();
+        let n = state.idle.len();
+        state.idle.clear();
+        state.open -= n;
+    }
+}
+
+/// A command waiting for a socket, and what became of it.
+struct Ticket {
+    packed: Vec<u8>,
+    replies: usize,
+    slot: Mutex<Slot>,
+    ready: Condvar,
+}
+
+struct Slot {
+    state: TicketState,
+    /// Set while its caller waits on the runtime rather than on `ready`.
+    waker: Option<Waker>,
+}
+
+enum TicketState {
+    Queued,
+    /// Its turn: send the queue, on this socket or on a new one (`None`, counted as open).
+    Lead(Option<Sock>),
+    /// On the wire, in another caller's write.
+    Sent,
+    Done(io::Result<Vec<Value>>),
+    /// Its outcome was taken.
+    Taken,
+}
+
+/// What a queued caller was given.
+enum Turn {
+    Done(io::Result<Vec<Value>>),
+    Lead(Option<Sock>),
+}
+
+impl Ticket {
+    fn new(packed: Vec<u8>, replies: usize, state: TicketState) -> Ticket {
+        Ticket {
+            packed,
+            replies,
+            slot: Mutex::new(Slot { state, waker: None }),
+            ready: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Slot> {
+        self.slot.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn settle(&self, slot: &mut Slot, state: TicketState) {
+        slot.state = state;
+        self.ready.notify_one();
+        if let Some(w) = slot.waker.take() {
+            w.wake();
+        }
+    }
+}
+
+impl Slot {
+    fn take_turn(&mut self) -> Option<Turn> {
+        match std::mem::replace(&mut self.state, TicketState::Taken) {
+            TicketState::Done(r) => Some(Turn::Done(r)),
+            TicketState::Lead(s) => Some(Turn::Lead(s)),
+            other => {
+                self.state = other;
+                None
+            }
+        }
+    }
+}
+
+/// Each ticket's share of `values`, in order.
+fn deliver(tickets: &[Arc<Ticket>], values: Vec<Value>) {
+    let mut values = values.into_iter();
+    for t in tickets {
+        let mine: Vec<Value> = values.by_ref().take(t.replies).collect();
+        t.settle(&mut t.lock(), TicketState::Done(Ok(mine)));
+    }
+}
+
+/// The error that ended a batch, to every ticket in it (their callers retry as after any lost
+/// reply: each call has its own id).
+fn fail(tickets: &[Arc<Ticket>], e: &io::Error) {
+    for t in tickets {
+        let copy = io::Error::new(e.kind(), e.to_string());
+        t.settle(&mut t.lock(), TicketState::Done(Err(copy)));
+    }
+}
+
+/// A queued caller's wait for its turn. Dropped early (the caller gave up), it leaves the queue,
+/// or passes on a socket it was handed.
+struct Waiting<'a> {
     pool: &'a Pool,
+    ticket: Arc<Ticket>,
+}
+
+impl Waiting<'_> {
+    /// On this thread until `until`, then on the runtime.
+    async fn turn(&self, until: Instant) -> Turn {
+        {
+            let mut slot = self.ticket.lock();
+            loop {
+                if let Some(turn) = slot.take_turn() {
+                    return turn;
+                }
+                let now = Instant::now();
+                if now >= until {
+                    break;
+                }
+                slot = self
+                    .ticket
+                    .ready
+                    .wait_timeout(slot, until - now)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+            }
+        }
+        std::future::poll_fn(|cx| {
+            let mut slot = self.ticket.lock();
+            match slot.take_turn() {
+                Some(turn) => Poll::Ready(turn),
+                None => {
+                    slot.waker = Some(cx.waker().clone());
+                    Poll::Pending
+                }
+            }
+        })
+        .await
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        let mut state = self.pool.lock();
+        let mut slot = self.ticket.lock();
+        match std::mem::replace(&mut slot.state, TicketState::Taken) {
+            TicketState::Queued => state.queue.retain(|t| !Arc::ptr_eq(t, &self.ticket)),
+            TicketState::Lead(sock) => {
+                drop(slot);
+                Pool::release_locked(&mut state, sock);
+            }
+            // Sent: its batch's reader delivers to nobody; Done or Taken: nothing left.
+            other => slot.state = other,
+        }
+    }
+}
+
+/// A blocking caller's way to Redis: a socket of its own until its first command (then given
+/// back after each one), or a place in the queue.
+pub(crate) struct Lent<'a> {
+    place: &'a InPlace,
+    pool: &'a Arc<Pool>,
     sock: Option<Sock>,
-    wait: Duration,
-    db: i64,
 }
 
 impl Drop for Lent<'_> {
     fn drop(&mut self) {
-        match self.sock.take() {
-            Some(mut sock) if sock.buf.is_empty() => {
-                sock.idle_since = Instant::now();
-                self.pool
-                    .idle
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push(sock)
-            }
-            _ => {
-                self.pool.open.fetch_sub(1, Ordering::AcqRel);
-            }
+        if let Some(sock) = self.sock.take() {
+            self.pool.release(Some(sock));
         }
     }
 }
 
 impl Lent<'_> {
-    /// Sends `packed` and reads `replies` replies: on this thread for up to `wait`, then on the
-    /// runtime.
+    /// Sends `packed` and reads its `replies` replies: on this thread for up to `wait`, then on
+    /// the runtime.
     async fn request(&mut self, packed: Vec<u8>, replies: usize) -> RedisResult<Vec<Value>> {
         let r = self.exchange(packed, replies).await;
         if r.is_err() {
-            // The idle ones most likely went the same way (a restart): the retry connects anew.
-            let dropped =
-                std::mem::take(&mut *self.pool.idle.lock().unwrap_or_else(|p| p.into_inner()));
-            self.pool.open.fetch_sub(dropped.len(), Ordering::AcqRel);
+            self.pool.drop_idle();
         }
         r
     }
 
     async fn exchange(&mut self, packed: Vec<u8>, replies: usize) -> RedisResult<Vec<Value>> {
-        let mut sock = self.sock.take().expect("one request at a time");
-        let until = Instant::now() + self.wait;
-        sock.stream.write_all(&packed)?;
-        if let Some(v) = sock.read_until(replies, until)? {
-            self.sock = Some(sock);
-            return Ok(v);
+        let until = Instant::now() + self.place.wait;
+        if let Some(sock) = self.sock.take() {
+            return Ok(self.lead(sock, &packed, replies, until).await?);
         }
-        let (sock, v) = sock.finish(replies).await?;
-        self.sock = Some(sock);
-        Ok(v)
+        let ticket = Arc::new(Ticket::new(packed, replies, TicketState::Queued));
+        let sock = match self.pool.acquire(self.place.max, Some(&ticket)) {
+            Acquired::Idle(sock) => Some(sock),
+            Acquired::Open => None,
+            Acquired::Busy => {
+                let waiting = Waiting {
+                    pool: self.pool,
+                    ticket: Arc::clone(&ticket),
+                };
+                match waiting.turn(until).await {
+                    Turn::Done(r) => return Ok(r?),
+                    Turn::Lead(sock) => sock,
+                }
+            }
+        };
+        let sock = match sock {
+            Some(sock) => sock,
+            None => match self.place.connect() {
+                Ok(sock) => sock,
+                Err(e) => {
+                    self.pool.release(None);
+                    return Err(e);
+                }
+            },
+        };
+        Ok(self.lead(sock, &ticket.packed, replies, until).await?)
+    }
+
+    /// Sends `own` and every queued command in one write, reads the replies (on this thread
+    /// until `until`), hands each queued caller its own, and passes the socket on.
+    async fn lead(
+        &self,
+        mut sock: Sock,
+        own: &[u8],
+        replies: usize,
+        until: Instant,
+    ) -> io::Result<Vec<Value>> {
+        let batch = self.pool.take_queue();
+        let mut total = replies;
+        let written = if batch.is_empty() {
+            sock.stream.write_all(own)
+        } else {
+            let size = own.len() + batch.iter().map(|t| t.packed.len()).sum::<usize>();
+            let mut out = Vec::with_capacity(size);
+            out.extend_from_slice(own);
+            for t in &batch {
+                out.extend_from_slice(&t.packed);
+                total += t.replies;
+            }
+            sock.stream.write_all(&out)
+        };
+        match written.and_then(|()| sock.read_until(total, until)) {
+            Ok(Some(mut values)) => {
+                let theirs = values.split_off(replies);
+                deliver(&batch, theirs);
+                self.pool.release(Some(sock));
+                Ok(values)
+            }
+            Ok(None) => {
+                // Not all in within the wait: the rest is read on the runtime, and this caller
+                // awaits its share there like the others, so none is lost if it gives up.
+                let mine = Arc::new(Ticket::new(Vec::new(), replies, TicketState::Sent));
+                let mut all = Vec::with_capacity(batch.len() + 1);
+                all.push(Arc::clone(&mine));
+                all.extend(batch);
+                let pool = Arc::clone(self.pool);
+                tokio::spawn(async move {
+                    match sock.finish(total).await {
+                        Ok((sock, values)) => {
+                            deliver(&all, values);
+                            pool.release(Some(sock));
+                        }
+                        Err(e) => {
+                            fail(&all, &e);
+                            pool.release(None);
+                            pool.drop_idle();
+                        }
+                    }
+                });
+                let waiting = Waiting {
+                    pool: self.pool,
+                    ticket: mine,
+                };
+                match waiting.turn(Instant::now()).await {
+                    Turn::Done(r) => r,
+                    // Only a queued ticket is handed a socket; this one never was queued.
+                    Turn::Lead(sock) => {
+                        self.pool.release(sock);
+                        Err(io::Error::other("rl: a sent command was handed a socket"))
+                    }
+                }
+            }
+            Err(e) => {
+                fail(&batch, &e);
+                self.pool.release(None);
+                Err(e)
+            }
+        }
     }
 }
 
@@ -314,7 +630,7 @@ impl Sock {
     }
 
     /// The rest of a reply that did not come within `wait`, awaited on the runtime.
-    async fn finish(self, replies: usize) -> RedisResult<(Sock, Vec<Value>)> {
+    async fn finish(self, replies: usize) -> io::Result<(Sock, Vec<Value>)> {
         let Sock {
             stream,
             mut buf,
@@ -328,10 +644,10 @@ impl Sock {
             let n = match stream.try_read(&mut scratch) {
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(e),
             };
             if n == 0 {
-                return Err(io::Error::from(io::ErrorKind::UnexpectedEof).into());
+                return Err(io::ErrorKind::UnexpectedEof.into());
             }
             buf.extend_from_slice(&scratch[..n]);
             if let Some(v) = take(&mut buf, replies)? {
@@ -462,7 +778,7 @@ impl redis::aio::ConnectionLike for Lent<'_> {
     }
 
     fn get_db(&self) -> i64 {
-        self.db
+        self.place.db
     }
 }
 
