@@ -372,6 +372,9 @@ struct Slot {
     state: TicketState,
     /// Set while its caller waits on the runtime rather than on `ready`.
     waker: Option<Waker>,
+    /// Its caller sleeps on `ready`: only then is it notified (a notify is a system call
+    /// whether anyone sleeps or not).
+    sleeping: bool,
 }
 
 enum TicketState {
@@ -401,7 +404,11 @@ impl Ticket {
         Ticket {
             packed,
             replies,
-            slot: Mutex::new(Slot { state, waker: None }),
+            slot: Mutex::new(Slot {
+                state,
+                waker: None,
+                sleeping: false,
+            }),
             ready: Condvar::new(),
         }
     }
@@ -412,7 +419,9 @@ impl Ticket {
 
     fn settle(&self, slot: &mut Slot, state: TicketState) {
         slot.state = state;
-        self.ready.notify_one();
+        if slot.sleeping {
+            self.ready.notify_one();
+        }
         if let Some(w) = slot.waker.take() {
             w.wake();
         }
@@ -471,12 +480,14 @@ impl Waiting<'_> {
                 if now >= until {
                     break;
                 }
+                slot.sleeping = true;
                 slot = self
                     .ticket
                     .ready
                     .wait_timeout(slot, until - now)
                     .unwrap_or_else(|p| p.into_inner())
                     .0;
+                slot.sleeping = false;
             }
         }
         std::future::poll_fn(|cx| {
