@@ -305,12 +305,7 @@ impl Pool {
         if next.is_empty() {
             return self.release(Some(sock));
         }
-        let size = next.iter().map(|t| t.packed.len()).sum::<usize>();
-        let mut out = Vec::with_capacity(size);
-        for t in &next {
-            out.extend_from_slice(&t.packed);
-        }
-        match sock.stream.write_all(&out) {
+        match sock.write_batch(&next) {
             Ok(()) => self.hand_read(sock, next),
             Err(e) => {
                 fail(&next, &e);
@@ -591,17 +586,7 @@ impl Lent<'_> {
         ticket.lock().state = TicketState::Sent;
         let mut sent = vec![Arc::clone(&ticket)];
         self.pool.take_queue(&mut sent);
-        let written = if sent.len() == 1 {
-            sock.stream.write_all(&ticket.packed)
-        } else {
-            let size = sent.iter().map(|t| t.packed.len()).sum::<usize>();
-            let mut out = Vec::with_capacity(size);
-            for t in &sent {
-                out.extend_from_slice(&t.packed);
-            }
-            sock.stream.write_all(&out)
-        };
-        match written {
+        match sock.write_batch(&sent) {
             Ok(()) => self.serve(sock, sent, until),
             Err(e) => {
                 fail(&sent, &e);
@@ -649,6 +634,18 @@ impl Lent<'_> {
 }
 
 impl Sock {
+    /// A batch's commands, in order, in one write.
+    fn write_batch(&mut self, sent: &[Arc<Ticket>]) -> io::Result<()> {
+        if let [one] = sent {
+            return self.stream.write_all(&one.packed);
+        }
+        let mut out = Vec::with_capacity(sent.iter().map(|t| t.packed.len()).sum());
+        for t in sent {
+            out.extend_from_slice(&t.packed);
+        }
+        self.stream.write_all(&out)
+    }
+
     /// Still connected, with nothing unasked for to read.
     fn alive(&self) -> bool {
         let peek = |s: &TcpStream| -> io::Result<bool> {
