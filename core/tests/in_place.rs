@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use rl_core::audit::max_in_any_window;
-use rl_core::{Mode, Options};
+use rl_core::{blocking, Decision, Mode, Options};
 use rl_harness::RedisServer;
 
 /// Connection ids on `server` (but the one asking).
@@ -170,32 +170,49 @@ fn a_reply_later_than_the_wait_in_place_is_awaited_and_the_socket_kept() {
     assert_eq!(l.as_async().stats().redis_errors, 0);
 }
 
-#[test]
-fn a_frozen_redis_sends_a_blocking_caller_local_within_the_period() {
-    let _heavy = heavy();
-    let server = server();
-    // The request timeout far above the period: a call that waited for it (in place) would show.
+/// `callers` blocking callers at once, each on its own key, while Redis is frozen, with a request
+/// timeout far above the period (a call that waited for it, in place or queued, would show):
+/// each must be decided `local` and admitted within 2 s. The limiter is returned, Redis thawed.
+fn frozen_callers_go_local_in_time(server: &RedisServer, callers: usize) -> blocking::Limiter {
     let options = Options {
         request_timeout: Duration::from_secs(4),
         ..Options::default()
     };
-    let l = blocking_with(&server, options.clone());
-    assert!(l.acquire("k", 100, 60_000, 1).unwrap().allowed);
+    let l = blocking_with(server, options.clone());
+    assert!(l.acquire("warm", 100, 60_000, 1).unwrap().allowed);
     let pid = server.pid();
     signal(pid, libc::SIGSTOP);
     let started = Instant::now();
-    let d = l.acquire("k", 100, 60_000, 1);
-    let took = started.elapsed();
+    let frozen: Vec<(rl_core::Result<Decision>, Duration)> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..callers)
+            .map(|t| {
+                let l = l.clone();
+                s.spawn(move || {
+                    let d = l.acquire(format!("frozen-{t}"), 100, 60_000, 1);
+                    (d, started.elapsed())
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
     signal(pid, libc::SIGCONT);
-    let d = d.unwrap();
-    assert_eq!(d.mode, Mode::Local, "{d:?}");
-    assert!(d.allowed, "{d:?}");
-    assert!(
-        took < Duration::from_secs(2),
-        "went local after {took:?}: degrade_after is {:?}, the request timeout {:?}",
-        options.degrade_after,
-        options.request_timeout
-    );
+    for (d, took) in frozen {
+        let d = d.unwrap();
+        assert!(d.mode == Mode::Local && d.allowed, "{d:?}");
+        assert!(
+            took < Duration::from_secs(2),
+            "went local after {took:?}: degrade_after is {:?}, the request timeout {:?}",
+            options.degrade_after,
+            options.request_timeout
+        );
+    }
+    l
+}
+
+#[test]
+fn a_frozen_redis_sends_a_blocking_caller_local_within_the_period() {
+    let _heavy = heavy();
+    frozen_callers_go_local_in_time(&server(), 1);
 }
 
 #[test]
@@ -449,39 +466,11 @@ fn calls_beyond_four_sockets_wait_for_one_not_for_the_shared_connection() {
 fn sixteen_blocking_callers_on_a_frozen_redis_all_go_local_in_time_and_come_back() {
     let _heavy = heavy();
     let server = server();
-    let options = Options {
-        request_timeout: Duration::from_secs(4),
-        ..Options::default()
-    };
-    let l = blocking_with(&server, options.clone());
-    assert!(l.acquire("warm", 100, 60_000, 1).unwrap().allowed);
-    let pid = server.pid();
-    signal(pid, libc::SIGSTOP);
-    let started = Instant::now();
-    let frozen: Vec<(rl_core::Decision, Duration)> = std::thread::scope(|s| {
-        let hs: Vec<_> = (0..16)
-            .map(|t| {
-                let l = l.clone();
-                s.spawn(move || {
-                    let d = l.acquire(format!("frozen-{t}"), 100, 60_000, 1).unwrap();
-                    (d, started.elapsed())
-                })
-            })
-            .collect();
-        hs.into_iter().map(|h| h.join().unwrap()).collect()
-    });
-    signal(pid, libc::SIGCONT);
-    for (d, took) in &frozen {
-        assert_eq!(d.mode, Mode::Local, "{d:?}");
-        assert!(
-            *took < Duration::from_secs(2),
-            "a queued caller went local after {took:?}"
-        );
-    }
+    let l = frozen_callers_go_local_in_time(&server, 16);
     // Back to Redis: every caller, queued or not, ends in `normal` again.
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let back: Vec<rl_core::Decision> = std::thread::scope(|s| {
+        let back: Vec<Decision> = std::thread::scope(|s| {
             let hs: Vec<_> = (0..16)
                 .map(|t| {
                     let l = l.clone();
