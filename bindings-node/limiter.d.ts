@@ -99,6 +99,11 @@ export interface LimiterOptions {
    * Default: true. Accepts: true / false.
    */
   denialCache?: boolean | null
+  /**
+   * Microseconds a blocking caller alone on the limiter polls its socket for the reply before it sleeps, while recent replies came within that (on a VM a sleep and wake-up cost as much as a loopback round trip); 0: it sleeps at once and spends no CPU waiting.
+   * Default: 100. Accepts: 0–1000.
+   */
+  busyPollUs?: number | bigint | null
 }
 
 /**

@@ -74,6 +74,12 @@
 #define RL_RETRY_IMMEDIATELY UINT64_MAX
 
 /**
+ * Put in `rl_options.busy_poll_us` for a caller that never polls for its reply (0 itself means
+ * the default, 100 µs).
+ */
+#define RL_BUSY_POLL_OFF UINT64_MAX
+
+/**
  * The outcome of a fallible call. `RL_OK` is 0; every other value is an error. New codes may be
  * added in later versions: treat unknown non-zero values as errors (`rl_status_name` names them
  * "unknown").
@@ -306,7 +312,7 @@ typedef struct rl_composite {
  * of the struct the caller was compiled against, so an old program keeps working with a newer
  * library: fields past its `struct_size` are never read and take their defaults. Known versions: 1
  * (up to `request_timeout_ms`), 2 (up to `local_max_keys`), 3 (up to `max_clock_skew_ms`), 4 (up
- * to `disable_denial_cache`).
+ * to `disable_denial_cache`), 5 (up to `busy_poll_us`).
  */
 typedef struct rl_options {
     /**
@@ -443,6 +449,14 @@ typedef struct rl_options {
      * struct.
      */
     bool disable_denial_cache;
+    /**
+     * Microseconds a blocking caller alone on the limiter polls its socket for the reply before it
+     * sleeps, while recent replies came within that (on a VM a sleep and wake-up cost as much as a
+     * loopback round trip); 0: it sleeps at once and spends no CPU waiting.
+     *
+     * 0 to 1000; 0: the default, 100. `RL_BUSY_POLL_OFF`: 0. Since version 5 of this struct.
+     */
+    uint64_t busy_poll_us;
 } rl_options;
 
 /**

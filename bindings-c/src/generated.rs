@@ -2,7 +2,7 @@
 // Do not edit: run `cargo run -p rl-gen`.
 
 use std::ffi::c_char;
-use std::mem::{offset_of, size_of};
+use std::mem::{align_of, offset_of, size_of};
 
 use rl_core::options::Value;
 use rl_core::StatsField;
@@ -49,7 +49,7 @@ pub(crate) const MODES: [rl_mode; 4] = [
 /// of the struct the caller was compiled against, so an old program keeps working with a newer
 /// library: fields past its `struct_size` are never read and take their defaults. Known versions: 1
 /// (up to `request_timeout_ms`), 2 (up to `local_max_keys`), 3 (up to `max_clock_skew_ms`), 4 (up
-/// to `disable_denial_cache`).
+/// to `disable_denial_cache`), 5 (up to `busy_poll_us`).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct rl_options {
@@ -149,6 +149,12 @@ pub struct rl_options {
     /// `denial_cache` = true; an error about it names `denial_cache`. Since version 4 of this
     /// struct.
     pub disable_denial_cache: bool,
+    /// Microseconds a blocking caller alone on the limiter polls its socket for the reply before it
+    /// sleeps, while recent replies came within that (on a VM a sleep and wake-up cost as much as a
+    /// loopback round trip); 0: it sleeps at once and spends no CPU waiting.
+    ///
+    /// 0 to 1000; 0: the default, 100. `RL_BUSY_POLL_OFF`: 0. Since version 5 of this struct.
+    pub busy_poll_us: u64,
 }
 
 /// Every field after `struct_size`, in struct order: the option it sets, the struct version
@@ -176,7 +182,7 @@ pub(crate) static OPTION_FIELDS: &[OptionField] = &[
         option: "retry_delay_ms",
         version: 2,
         offset: offset_of!(rl_options, retry_delay_ms),
-        convention: Convention::RetryDelay,
+        convention: Convention::MaxForZero,
     },
     OptionField {
         option: "local_fallback",
@@ -262,15 +268,27 @@ pub(crate) static OPTION_FIELDS: &[OptionField] = &[
         offset: offset_of!(rl_options, disable_denial_cache),
         convention: Convention::InvertedFlag,
     },
+    OptionField {
+        option: "busy_poll_us",
+        version: 5,
+        offset: offset_of!(rl_options, busy_poll_us),
+        convention: Convention::MaxForZero,
+    },
 ];
 
 /// The size of each version of `rl_options`: (version, size).
-pub(crate) const OPTIONS_SIZES: [(u32, usize); 4] = [
-    (1, offset_of!(rl_options, retry_delay_ms)),
-    (2, offset_of!(rl_options, client_clock)),
-    (3, offset_of!(rl_options, key_shards)),
-    (4, size_of::<rl_options>()),
+pub(crate) const OPTIONS_SIZES: [(u32, usize); 5] = [
+    (1, padded(offset_of!(rl_options, retry_delay_ms))),
+    (2, padded(offset_of!(rl_options, client_clock))),
+    (3, padded(offset_of!(rl_options, key_shards))),
+    (4, padded(offset_of!(rl_options, busy_poll_us))),
+    (5, size_of::<rl_options>()),
 ];
+
+/// What `sizeof` gives a struct whose last field ends before `offset`.
+const fn padded(offset: usize) -> usize {
+    offset.next_multiple_of(align_of::<rl_options>())
+}
 
 /// What `rl_stats_get` reports: which path decides now, how often each path decided, the fallback
 /// state machine's transitions, and Redis round-trip times; the fields are the core's stats fields

@@ -16,6 +16,13 @@ use crate::types::opt_str;
 /// means the default, 50 ms).
 pub const RL_RETRY_IMMEDIATELY: u64 = u64::MAX;
 
+/// Put in `rl_options.busy_poll_us` for a caller that never polls for its reply (0 itself means
+/// the default, 100 µs).
+pub const RL_BUSY_POLL_OFF: u64 = u64::MAX;
+
+// What `Convention::MaxForZero` reads as 0 (the constants exist for rl.h).
+const _: () = assert!(RL_RETRY_IMMEDIATELY == u64::MAX && RL_BUSY_POLL_OFF == u64::MAX);
+
 /// How a C field spells its option. C has no "unset", so zero (NULL, false) is the default;
 /// each variant reads the field's C type.
 #[derive(Debug, Clone, Copy)]
@@ -25,8 +32,8 @@ pub(crate) enum Convention {
     /// `uint64_t`: 0 is the default; any other value goes to the core as-is (which names it if it
     /// is out of range).
     Number,
-    /// As `Number`, with `RL_RETRY_IMMEDIATELY` for 0 ms.
-    RetryDelay,
+    /// As `Number`, with u64::MAX (`RL_RETRY_IMMEDIATELY`, `RL_BUSY_POLL_OFF`) for 0.
+    MaxForZero,
     /// `bool`: false is the default (the option's default is false), true sets it.
     Flag,
     /// `bool` named `disable_<option>`: false is the default (the option's default is true),
@@ -61,10 +68,10 @@ impl Convention {
                     None => Value::Null,
                 }
             }
-            Convention::Number | Convention::RetryDelay => {
+            Convention::Number | Convention::MaxForZero => {
                 match (self, unsafe { field.cast::<u64>().read() }) {
                     (_, 0) => Value::Null,
-                    (Convention::RetryDelay, RL_RETRY_IMMEDIATELY) => Value::Int(0),
+                    (Convention::MaxForZero, u64::MAX) => Value::Int(0),
                     (_, n) => Value::Int(n.into()),
                 }
             }
@@ -180,13 +187,22 @@ mod tests {
     #[test]
     fn options_versions() {
         // Version 1 ended after request_timeout_ms: four 8-byte fields on 64-bit targets;
-        // version 2 after local_max_keys.
+        // version 2 after local_max_keys; version 4 after disable_denial_cache, padded (what
+        // `sizeof` gave programs built against it).
         #[cfg(target_pointer_width = "64")]
         assert_eq!(
-            OPTIONS_SIZES[..2],
-            [(1, 32), (2, 96)],
+            OPTIONS_SIZES[..4],
+            [(1, 32), (2, 96), (3, 112), (4, 152)],
             "a released version's size changed"
         );
+        for w in OPTIONS_SIZES.windows(2) {
+            assert!(
+                w[0].1 < w[1].1,
+                "versions {:?} and {:?} share a size",
+                w[0],
+                w[1]
+            );
+        }
         // A version-1 struct: only its fields are read, the rest are defaults.
         #[repr(C)]
         struct V1 {
@@ -246,6 +262,14 @@ mod tests {
         assert_eq!(o.max_clock_skew_ms, 16);
         c.retry_delay_ms = 20;
         assert_eq!(read(&c).retry_delay, Duration::from_millis(20));
+        assert_eq!(o.busy_poll, d.busy_poll);
+        c.busy_poll_us = RL_BUSY_POLL_OFF;
+        assert_eq!(read(&c).busy_poll, Duration::ZERO);
+        c.busy_poll_us = 250;
+        assert_eq!(read(&c).busy_poll, Duration::from_micros(250));
+        // Version 4: busy_poll_us is not read.
+        c.struct_size = OPTIONS_SIZES[3].1;
+        assert_eq!(read(&c).busy_poll, d.busy_poll);
         // Version 2: client_clock and max_clock_skew_ms are not read.
         c.struct_size = OPTIONS_SIZES[1].1;
         let o = read(&c);

@@ -154,6 +154,7 @@ impl RedisPath {
                 } else {
                     options.request_timeout
                 },
+                busy_poll: options.busy_poll,
             },
         )?;
         Ok(RedisPath {

@@ -1,7 +1,9 @@
 //! A blocking caller's lone call is sent and answered on the caller's own thread, on a socket of
 //! its own (`backend/in_place.rs`): at most four such sockets per limiter, exact like any other
 //! call, and a reply slower than the wait in place is still awaited (the socket handed to the
-//! runtime and kept), while a frozen Redis still sends the caller local within the period.
+//! runtime and kept), while a frozen Redis still sends the caller local within the period. A
+//! caller alone polls for its reply for up to `busy_poll_us` instead of sleeping, and not at
+//! all where replies take longer.
 
 mod common;
 
@@ -11,7 +13,8 @@ use std::time::{Duration, Instant};
 use common::*;
 use rl_core::audit::max_in_any_window;
 use rl_core::{blocking, Decision, Mode, Options};
-use rl_harness::RedisServer;
+use rl_harness::{RedisServer, Stream, Toxiproxy};
+use serde_json::json;
 
 /// Connection ids on `server` (but the one asking).
 fn connections(server: &RedisServer) -> HashSet<String> {
@@ -536,4 +539,123 @@ fn a_restart_under_sixteen_blocking_callers_fails_or_answers_each_call_and_none_
             });
         }
     });
+}
+
+/// This thread's voluntary context switches (each sleep for a reply is one) and CPU time.
+fn thread_usage() -> (i64, Duration) {
+    // SAFETY: getrusage writes the zeroed struct it is given.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut u) }, 0);
+    let cpu = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    (u.ru_nvcsw, cpu(u.ru_utime) + cpu(u.ru_stime))
+}
+
+/// Sleeps (voluntary context switches) and CPU time of this thread over `calls` lone calls on
+/// `l`, each on a new key, after 20 to warm it up.
+fn usage_over(l: &blocking::Limiter, tag: &str, calls: i64) -> (i64, Duration) {
+    for i in 0..20 {
+        assert!(
+            l.acquire(format!("warm-{tag}-{i}"), 1, 60_000, 1)
+                .unwrap()
+                .allowed
+        );
+    }
+    let (sleeps, cpu) = thread_usage();
+    for i in 0..calls {
+        let d = l.acquire(format!("{tag}-{i}"), 1, 60_000, 1).unwrap();
+        assert!(d.allowed && d.mode == Mode::Normal, "{d:?}");
+    }
+    let (sleeps_after, cpu_after) = thread_usage();
+    (sleeps_after - sleeps, cpu_after - cpu)
+}
+
+fn busy_poll_us(us: u64) -> Options {
+    Options {
+        busy_poll: Duration::from_micros(us),
+        ..strict()
+    }
+}
+
+#[test]
+fn a_lone_blocking_caller_polls_for_its_reply_rather_than_sleep_unless_busy_poll_is_off() {
+    let _heavy = heavy();
+    let server = server();
+    // Through a proxy: its replies take long enough (some 100 µs) that a caller that does not
+    // poll always sleeps for them, even in a debug build.
+    let toxiproxy = Toxiproxy::start().expect("toxiproxy-server (scripts/toxiproxy.sh)");
+    let proxy = toxiproxy.proxy("redis", server.addr()).unwrap();
+    let open = |us| blocking::Limiter::open(Some(&proxy.url()), busy_poll_us(us)).unwrap();
+    let calls = 300;
+    let (sleeping, _) = usage_over(&open(0), "off", calls);
+    let (polling, _) = usage_over(&open(1000), "on", calls);
+    assert!(
+        sleeping >= calls * 3 / 4,
+        "busy_poll_us = 0: {sleeping} sleeps in {calls} calls; each call should sleep for its reply"
+    );
+    assert!(
+        polling < sleeping / 3,
+        "busy_poll_us = 1000: {polling} sleeps in {calls} calls (against {sleeping} without \
+         polling); a reply through a loopback proxy should come within the poll"
+    );
+}
+
+#[test]
+fn no_caller_polls_while_replies_take_longer_than_busy_poll_us() {
+    let _heavy = heavy();
+    let server = server();
+    let toxiproxy = Toxiproxy::start().expect("toxiproxy-server (scripts/toxiproxy.sh)");
+    let proxy = toxiproxy.proxy("redis", server.addr()).unwrap();
+    proxy
+        .add("slow", "latency", Stream::Downstream, json!({"latency": 3}))
+        .unwrap();
+    let l = blocking::Limiter::open(Some(&proxy.url()), busy_poll_us(1000)).unwrap();
+    let calls = 40;
+    let (sleeps, cpu) = usage_over(&l, "slow", calls);
+    // Polling each call would cost 1 ms of CPU: 40 ms.
+    assert!(
+        cpu < Duration::from_millis(20),
+        "{cpu:?} of CPU for {calls} calls of 3 ms: the caller polled for replies slower than \
+         busy_poll_us"
+    );
+    assert!(sleeps >= calls, "{sleeps} sleeps in {calls} calls of 3 ms");
+}
+
+#[test]
+fn a_caller_polls_no_longer_than_busy_poll_us_and_then_sleeps() {
+    let server = server();
+    let l = blocking_with(
+        &server,
+        Options {
+            busy_poll: Duration::from_micros(1000),
+            request_timeout: Duration::from_secs(5),
+            ..strict()
+        },
+    );
+    for i in 0..20 {
+        assert!(
+            l.acquire(format!("warm-{i}"), 1, 60_000, 1)
+                .unwrap()
+                .allowed
+        );
+    }
+    let pid = server.pid();
+    let thaw = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        signal(pid, libc::SIGCONT);
+    });
+    signal(pid, libc::SIGSTOP);
+    let (_, cpu_before) = thread_usage();
+    let started = Instant::now();
+    let d = l.acquire("late", 1, 60_000, 1).unwrap();
+    let (took, cpu) = (started.elapsed(), thread_usage().1 - cpu_before);
+    thaw.join().unwrap();
+    assert!(d.allowed && d.mode == Mode::Normal, "{d:?}");
+    assert!(
+        took >= Duration::from_millis(250),
+        "answered after {took:?}"
+    );
+    assert!(
+        cpu < Duration::from_millis(60),
+        "the caller used {cpu:?} of CPU in a {took:?} wait: it should poll for 1 ms, then sleep"
+    );
 }

@@ -70,3 +70,6 @@ class LimiterOptions(typing.TypedDict, total=False):
 
     denial_cache: Optional[bool]
     """After Redis denies a request, deny the same key (same window, a cost no lower, a limit no higher) from this instance until its retry_after_ms, without a Redis call; exact unless another client resets the key meanwhile. Default: True."""
+
+    busy_poll_us: Optional[int]
+    """Microseconds a blocking caller alone on the limiter polls its socket for the reply before it sleeps, while recent replies came within that (on a VM a sleep and wake-up cost as much as a loopback round trip); 0: it sleeps at once and spends no CPU waiting. Default: 100; 0–1000."""

@@ -181,6 +181,7 @@ OPTIONS: Tuple[
     Literal["lease_ms"],
     Literal["lease_hot_rate"],
     Literal["denial_cache"],
+    Literal["busy_poll_us"],
 ]
 #: Every value of Decision.mode and Stats.mode:
 #: "normal": Redis decided, exactly, with one script call.

@@ -118,15 +118,20 @@ pub(crate) struct Settings {
     /// How long a blocking caller waits for a reply on its own thread (`in_place.rs`) before the
     /// runtime takes over: what the resilient path lets a call run before it first checks on it.
     pub in_place_wait: Duration,
+    /// See [`crate::options::OPTIONS`] (`busy_poll_us`); zero: never.
+    pub busy_poll: Duration,
 }
 
 impl RedisBackend {
     pub(crate) fn open(url: &str, options: &Settings) -> Result<Self> {
         let topology = topology::open(url, options.connect_timeout, options.request_timeout)?;
         let in_place = match &topology {
-            topology::Topology::Standalone(client) => {
-                InPlace::new(client, options.connect_timeout, options.in_place_wait)
-            }
+            topology::Topology::Standalone(client) => InPlace::new(
+                client,
+                options.connect_timeout,
+                options.in_place_wait,
+                options.busy_poll,
+            ),
             _ => None,
         };
         // No response timeout inside redis-rs: every decision is already bounded as a whole by

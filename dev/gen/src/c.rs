@@ -17,8 +17,8 @@ use crate::Output;
 enum Conv {
     /// NULL / 0 / false: the default; anything else: the value.
     Plain,
-    /// As `Plain`, and `RL_RETRY_IMMEDIATELY` (u64::MAX) stands for 0 ms, since 0 is the default.
-    RetryImmediately,
+    /// As `Plain`, and the named C constant (u64::MAX) stands for 0, since 0 is the default.
+    MaxForZero(&'static str),
     /// A field `disable_<name>` for a bool that defaults to true, so that zero is the default.
     Inverted,
 }
@@ -29,7 +29,11 @@ const FIELDS: &[(&str, u32, Conv)] = &[
     ("key_prefix", 1, Conv::Plain),
     ("connect_timeout_ms", 1, Conv::Plain),
     ("request_timeout_ms", 1, Conv::Plain),
-    ("retry_delay_ms", 2, Conv::RetryImmediately),
+    (
+        "retry_delay_ms",
+        2,
+        Conv::MaxForZero("RL_RETRY_IMMEDIATELY"),
+    ),
     ("local_fallback", 2, Conv::Inverted),
     ("degrade_rtt_ms", 2, Conv::Plain),
     ("degrade_after_ms", 2, Conv::Plain),
@@ -44,6 +48,7 @@ const FIELDS: &[(&str, u32, Conv)] = &[
     ("lease_ms", 4, Conv::Plain),
     ("lease_hot_rate", 4, Conv::Plain),
     ("denial_cache", 4, Conv::Inverted),
+    ("busy_poll_us", 5, Conv::MaxForZero("RL_BUSY_POLL_OFF")),
 ];
 
 /// Bytes (NUL included) of a text stats field in `rl_stats`; part of the ABI.
@@ -81,8 +86,10 @@ fn fields() -> Vec<Field> {
         match (conv, spec.kind) {
             (Conv::Inverted, Kind::Bool) => assert_eq!(default, Value::Bool(true), "{name}"),
             (Conv::Inverted, _) => panic!("c.rs FIELDS: `{name}` is not a bool to invert"),
-            (Conv::RetryImmediately, Kind::Millis) => {}
-            (Conv::RetryImmediately, _) => panic!("c.rs FIELDS: `{name}` is not in ms"),
+            (Conv::MaxForZero(_), Kind::Millis | Kind::Count) => {
+                assert_eq!(spec.min, 0, "c.rs FIELDS: `{name}` cannot be 0")
+            }
+            (Conv::MaxForZero(_), _) => panic!("c.rs FIELDS: `{name}` is not a number"),
             // Zero is false, so a plain bool must default to false.
             (Conv::Plain, Kind::Bool) => assert_eq!(default, Value::Bool(false), "{name}"),
             (Conv::Plain, _) => {}
@@ -158,8 +165,8 @@ fn c_detail(f: &Field) -> String {
         }
         (_, Kind::Count) => format!("{} to {}; 0: the default, {default}.", s.min, s.max),
     };
-    if f.conv == Conv::RetryImmediately {
-        t += " `RL_RETRY_IMMEDIATELY`: 0 ms.";
+    if let Conv::MaxForZero(c) = f.conv {
+        t += &format!(" `{c}`: 0{}.", unit(s.kind));
     } else if s.min == 0 && matches!(s.kind, Kind::Millis | Kind::Count) {
         t += " (0 itself cannot be set here: 1 is the smallest other value.)";
     }
@@ -169,14 +176,25 @@ fn c_detail(f: &Field) -> String {
     t
 }
 
-/// The size each struct version ends at, as Rust expressions over the generated struct.
+/// " ms" after a number of this kind.
+fn unit(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Millis => " ms",
+        _ => "",
+    }
+}
+
+/// The size each struct version ends at, as Rust expressions over the generated struct: what
+/// `sizeof` gave a program built against it, so padded to the struct's alignment (the next
+/// version's first field must not fit in that padding, or two versions would share a size;
+/// the binding's tests check the sizes differ).
 fn version_ends(fields: &[Field]) -> Vec<(u32, String)> {
     let mut ends = Vec::new();
     for w in fields.windows(2) {
         if w[1].version != w[0].version {
             ends.push((
                 w[0].version,
-                format!("offset_of!(rl_options, {})", w[1].c_name),
+                format!("padded(offset_of!(rl_options, {}))", w[1].c_name),
             ));
         }
     }
@@ -251,7 +269,7 @@ fn options_struct(fields: &[Field]) -> String {
     for f in fields {
         let conv = match (f.conv, f.spec.kind) {
             (Conv::Inverted, _) => "InvertedFlag",
-            (Conv::RetryImmediately, _) => "RetryDelay",
+            (Conv::MaxForZero(_), _) => "MaxForZero",
             (Conv::Plain, Kind::Text) => "Text",
             (Conv::Plain, Kind::Bool) => "Flag",
             (Conv::Plain, Kind::Millis | Kind::Count) => "Number",
@@ -269,7 +287,10 @@ fn options_struct(fields: &[Field]) -> String {
     for (v, e) in &ends {
         t += &format!("    ({v}, {e}),\n");
     }
-    t += "];\n";
+    t += "];\n\n";
+    t += "/// What `sizeof` gives a struct whose last field ends before `offset`.\n";
+    t += "const fn padded(offset: usize) -> usize {\n";
+    t += "    offset.next_multiple_of(align_of::<rl_options>())\n}\n";
     t
 }
 
@@ -321,7 +342,7 @@ fn stats_struct() -> String {
 
 fn generated(fields: &[Field]) -> String {
     let mut t = crate::banner("//");
-    t += "\nuse std::ffi::c_char;\nuse std::mem::{offset_of, size_of};\n\n";
+    t += "\nuse std::ffi::c_char;\nuse std::mem::{align_of, offset_of, size_of};\n\n";
     t += "use rl_core::options::Value;\nuse rl_core::StatsField;\n\n";
     t += "use crate::errors::Failure;\nuse crate::options::{Convention, OptionField};\nuse crate::stats::take;\n\n";
     t += &mode_enum();
@@ -346,10 +367,10 @@ fn readme_table(fields: &[Field]) -> String {
                 format!("`{}` = {default}", s.name),
                 "`true` / `false`".to_string(),
             ),
-            Conv::RetryImmediately => (
-                default,
-                format!("{}–{} ms; `RL_RETRY_IMMEDIATELY` for 0 ms", s.min, s.max),
-            ),
+            Conv::MaxForZero(c) => {
+                let u = unit(s.kind);
+                (default, format!("{}–{}{u}; `{c}` for 0{u}", s.min, s.max))
+            }
             Conv::Plain => (default, crate::readme::range(s.kind, s.min, s.max)),
         };
         let since = if f.version > 1 {

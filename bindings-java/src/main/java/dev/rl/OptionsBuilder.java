@@ -283,4 +283,13 @@ public abstract class OptionsBuilder<B extends OptionsBuilder<B>> {
     public final B denialCache(boolean value) {
         return set("denial_cache", value);
     }
+
+    /**
+     * Microseconds a blocking caller alone on the limiter polls its socket for the reply before it sleeps, while recent replies came within that (on a VM a sleep and wake-up cost as much as a loopback round trip); 0: it sleeps at once and spends no CPU waiting.
+     *
+     * <p>Default: 100. Accepts 0 to 1000. (rl option {@code busy_poll_us}.)
+     */
+    public final B busyPollUs(long value) {
+        return set("busy_poll_us", value);
+    }
 }
