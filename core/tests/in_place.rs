@@ -600,6 +600,41 @@ fn a_lone_blocking_caller_polls_for_its_reply_rather_than_sleep_unless_busy_poll
 }
 
 #[test]
+fn a_caller_with_company_sleeps_for_its_reply_rather_than_poll() {
+    let _heavy = heavy();
+    let server = server();
+    let toxiproxy = Toxiproxy::start().expect("toxiproxy-server (scripts/toxiproxy.sh)");
+    let proxy = toxiproxy.proxy("redis", server.addr()).unwrap();
+    let l = blocking::Limiter::open(Some(&proxy.url()), busy_poll_us(1000)).unwrap();
+    let (alone, _) = usage_over(&l, "alone", 200);
+    // Two threads on one key: while one's call is on the wire, the other waits to be sent in the
+    // next batch (coalesced, not on a socket), and needs the core when that reply comes.
+    let calls = 200;
+    let sleeps: i64 = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..2)
+            .map(|_| {
+                let l = l.clone();
+                s.spawn(move || {
+                    let (before, _) = thread_usage();
+                    for _ in 0..calls {
+                        let d = l.acquire("together", 1_000_000, 60_000, 1).unwrap();
+                        assert!(d.allowed && d.mode == Mode::Normal, "{d:?}");
+                    }
+                    thread_usage().0 - before
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).sum()
+    });
+    assert!(
+        sleeps >= calls,
+        "two threads on one key slept {sleeps} times in {} calls (a caller alone: {alone} in \
+         200): a caller polled while the other waited for its turn",
+        2 * calls
+    );
+}
+
+#[test]
 fn no_caller_polls_while_replies_take_longer_than_busy_poll_us() {
     let _heavy = heavy();
     let server = server();

@@ -206,6 +206,7 @@ impl RedisBackend {
     /// Decides one request from its ticket, alone or coalesced with concurrent ones for the same
     /// key. Not bounded in time here: the caller races it against its deadline and may drop it.
     pub(crate) async fn decide<O: Batcher>(&self, ticket: Ticket<O>) -> Result<O::Out> {
+        let _counted = self.shared.in_place.as_ref().map(InPlace::in_flight);
         match ticket {
             Ticket::Lead(lead) => Ok(lead
                 .await?
