@@ -14,7 +14,7 @@ OPTIONS = ["key_prefix", "connect_timeout_ms", "request_timeout_ms", "client_clo
            "max_clock_skew_ms", "retry_delay_ms", "local_fallback", "degrade_rtt_ms",
            "degrade_after_ms", "recover_rtt_ms", "recover_after_ms", "instances",
            "local_max_keys", "key_shards", "leases", "lease_ms", "lease_hot_rate",
-           "denial_cache", "busy_poll"]  # the order of rl_core::OPTIONS (options_value picks names by index)
+           "denial_cache", "busy_poll_us"]  # the order of rl_core::OPTIONS (options_value picks names by index)
 
 
 def value(v):
