@@ -27,12 +27,11 @@
 //! own command, reply and id: batching changes only how the bytes travel, never what the script
 //! decides.
 //!
-//! A caller alone on the limiter (no other socket in use, nothing queued) polls for its reply
-//! for up to `busy_poll_us` before it sleeps in `read`: on a VM the sleep and the wake-up cost as
-//! much as a loopback round trip (Python, one thread: 41–43 µs per call polling, 72–82 µs
-//! sleeping). Callers that have company (any other decision of the limiter in flight) never
-//! poll, so polling never takes the core from them or from the runtime, and none polls while
-//! recent replies took longer than that (`Rtt`).
+//! A caller alone on the limiter (no other decision of it in flight, `InFlight`) polls for its
+//! reply for up to `busy_poll_us` before it sleeps in `read`: on a VM the sleep and the wake-up
+//! cost as much as a loopback round trip (Python, one thread: 37–43 µs per call polling, 72–82 µs
+//! sleeping). Callers with company never poll, so polling never takes the core from them or from
+//! the runtime, and none polls while recent replies took longer than that (`Rtt`).
 
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
