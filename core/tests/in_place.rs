@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use rl_core::audit::max_in_any_window;
 use rl_core::{blocking, Decision, Mode, Options};
-use rl_harness::{RedisServer, Stream, Toxiproxy};
+use rl_harness::{Proxy, RedisServer, Stream, Toxiproxy};
 use serde_json::json;
 
 /// Connection ids on `server` (but the one asking).
@@ -553,13 +553,7 @@ fn thread_usage() -> (i64, Duration) {
 /// Sleeps (voluntary context switches) and CPU time of this thread over `calls` lone calls on
 /// `l`, each on a new key, after 20 to warm it up.
 fn usage_over(l: &blocking::Limiter, tag: &str, calls: i64) -> (i64, Duration) {
-    for i in 0..20 {
-        assert!(
-            l.acquire(format!("warm-{tag}-{i}"), 1, 60_000, 1)
-                .unwrap()
-                .allowed
-        );
-    }
+    warm(l, tag);
     let (sleeps, cpu) = thread_usage();
     for i in 0..calls {
         let d = l.acquire(format!("{tag}-{i}"), 1, 60_000, 1).unwrap();
@@ -569,6 +563,14 @@ fn usage_over(l: &blocking::Limiter, tag: &str, calls: i64) -> (i64, Duration) {
     (sleeps_after - sleeps, cpu_after - cpu)
 }
 
+/// 20 calls, each on a new key: the socket made, the recent replies' average known.
+fn warm(l: &blocking::Limiter, tag: &str) {
+    for i in 0..20 {
+        let d = l.acquire(format!("warm-{tag}-{i}"), 1, 60_000, 1).unwrap();
+        assert!(d.allowed, "{d:?}");
+    }
+}
+
 fn busy_poll_us(us: u64) -> Options {
     Options {
         busy_poll: Duration::from_micros(us),
@@ -576,18 +578,38 @@ fn busy_poll_us(us: u64) -> Options {
     }
 }
 
+/// Redis behind a toxiproxy proxy: its replies take long enough (some 100 µs) that a caller that
+/// does not poll always sleeps for them, even in a debug build.
+struct Proxied {
+    proxy: Proxy,
+    _toxiproxy: Toxiproxy,
+    _server: RedisServer,
+}
+
+fn proxied() -> Proxied {
+    let server = server();
+    let toxiproxy = Toxiproxy::start().expect("toxiproxy-server (scripts/toxiproxy.sh)");
+    let proxy = toxiproxy.proxy("redis", server.addr()).unwrap();
+    Proxied {
+        proxy,
+        _toxiproxy: toxiproxy,
+        _server: server,
+    }
+}
+
+impl Proxied {
+    fn limiter(&self, busy_poll: u64) -> blocking::Limiter {
+        blocking::Limiter::open(Some(&self.proxy.url()), busy_poll_us(busy_poll)).unwrap()
+    }
+}
+
 #[test]
 fn a_lone_blocking_caller_polls_for_its_reply_rather_than_sleep_unless_busy_poll_is_off() {
     let _heavy = heavy();
-    let server = server();
-    // Through a proxy: its replies take long enough (some 100 µs) that a caller that does not
-    // poll always sleeps for them, even in a debug build.
-    let toxiproxy = Toxiproxy::start().expect("toxiproxy-server (scripts/toxiproxy.sh)");
-    let proxy = toxiproxy.proxy("redis", server.addr()).unwrap();
-    let open = |us| blocking::Limiter::open(Some(&proxy.url()), busy_poll_us(us)).unwrap();
+    let redis = proxied();
     let calls = 300;
-    let (sleeping, _) = usage_over(&open(0), "off", calls);
-    let (polling, _) = usage_over(&open(1000), "on", calls);
+    let (sleeping, _) = usage_over(&redis.limiter(0), "off", calls);
+    let (polling, _) = usage_over(&redis.limiter(1000), "on", calls);
     assert!(
         sleeping >= calls * 3 / 4,
         "busy_poll_us = 0: {sleeping} sleeps in {calls} calls; each call should sleep for its reply"
@@ -602,10 +624,8 @@ fn a_lone_blocking_caller_polls_for_its_reply_rather_than_sleep_unless_busy_poll
 #[test]
 fn a_caller_with_company_sleeps_for_its_reply_rather_than_poll() {
     let _heavy = heavy();
-    let server = server();
-    let toxiproxy = Toxiproxy::start().expect("toxiproxy-server (scripts/toxiproxy.sh)");
-    let proxy = toxiproxy.proxy("redis", server.addr()).unwrap();
-    let l = blocking::Limiter::open(Some(&proxy.url()), busy_poll_us(1000)).unwrap();
+    let redis = proxied();
+    let l = redis.limiter(1000);
     let (alone, _) = usage_over(&l, "alone", 200);
     // Two threads on one key: while one's call is on the wire, the other waits to be sent in the
     // next batch (coalesced, not on a socket), and needs the core when that reply comes.
@@ -637,13 +657,12 @@ fn a_caller_with_company_sleeps_for_its_reply_rather_than_poll() {
 #[test]
 fn no_caller_polls_while_replies_take_longer_than_busy_poll_us() {
     let _heavy = heavy();
-    let server = server();
-    let toxiproxy = Toxiproxy::start().expect("toxiproxy-server (scripts/toxiproxy.sh)");
-    let proxy = toxiproxy.proxy("redis", server.addr()).unwrap();
-    proxy
+    let redis = proxied();
+    redis
+        .proxy
         .add("slow", "latency", Stream::Downstream, json!({"latency": 3}))
         .unwrap();
-    let l = blocking::Limiter::open(Some(&proxy.url()), busy_poll_us(1000)).unwrap();
+    let l = redis.limiter(1000);
     let calls = 40;
     let (sleeps, cpu) = usage_over(&l, "slow", calls);
     // Polling each call would cost 1 ms of CPU: 40 ms.
@@ -666,13 +685,7 @@ fn a_caller_polls_no_longer_than_busy_poll_us_and_then_sleeps() {
             ..strict()
         },
     );
-    for i in 0..20 {
-        assert!(
-            l.acquire(format!("warm-{i}"), 1, 60_000, 1)
-                .unwrap()
-                .allowed
-        );
-    }
+    warm(&l, "frozen");
     let pid = server.pid();
     let thaw = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(300));

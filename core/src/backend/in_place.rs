@@ -195,8 +195,8 @@ impl InPlace {
     /// one, since any other needs the core (a Python thread to run, a runtime thread to read a
     /// reply; measured from Python, 16 threads on one key: 69–76k decisions/s when a lone
     /// call polled regardless of its key's waiting callers, 80–82k with no polling).
-    pub(crate) fn in_flight(&self) -> InFlight {
-        let pool = Arc::clone(self.pool.get());
+    pub(crate) fn in_flight(&self) -> InFlight<'_> {
+        let pool = self.pool.get();
         pool.in_flight.fetch_add(1, Ordering::Relaxed);
         InFlight(pool)
     }
@@ -262,9 +262,9 @@ impl InPlace {
 }
 
 /// A decision in flight, counted until dropped (see [`InPlace::in_flight`]).
-pub(crate) struct InFlight(Arc<Pool>);
+pub(crate) struct InFlight<'a>(&'a Pool);
 
-impl Drop for InFlight {
+impl Drop for InFlight<'_> {
     fn drop(&mut self) {
         self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
     }
