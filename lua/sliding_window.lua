@@ -106,6 +106,11 @@
 --            not counted again, used/retry/reset as the window stands now
 --            {-1, '<name of the bad argument>', <request number, 0 for the batch's own>}
 --            {-2, server_now_ms}   client_now_ms is further than max_skew_ms from Redis TIME
+--   ARGV[1] 'rl1P' instead of 'rl1' asks for the same reply packed: on success one string,
+--            per request pack('>ddddd', allowed, used, retry_after_ms, reset_after_ms, now_ms)
+--            (the leading 0 left out); errors as above. A reply of six integers is six values to
+--            convert in Redis and six to parse and allocate in the client; a string is one, and
+--            the client reads it without parsing text (rl-core sends 'rl1P').
 --
 -- Retries: a call whose reply was lost (a connection reset mid-reply) may have run, and its
 -- requests' retries must not take a second permit for the same request. A call that brings an id
@@ -203,6 +208,9 @@ local memo = {
                       -- Retries; cleared by every call); [14] whether a record of this instance
                       -- must be moved, not replaced
   false,              -- [15] the instance's 8 bytes the clock argument [3] brought, or false
+  {0, 0, 0, 0, 0, 0}, -- [16] a lone call's decision, reused by packed calls: their reply is a
+                      -- string, so the table never leaves the script (every decision writes
+                      -- all five fields)
 }
 
 -- The retry record a header being written ends with (see Retries): this lone call's id when it
@@ -800,7 +808,18 @@ local function retried(key, r, n)
 end
 
 -- Calling convention 2 (see the top).
-local function native(KEYS, ARGV)
+-- A batch's success reply `out` ({0, then 5 numbers per request}) packed for 'rl1P' (see the top).
+local function packed_reply(out)
+  local n = (#out - 1) / 5
+  local parts = {}
+  for r = 1, n do
+    local o = r * 5 - 4
+    parts[r] = pack('>ddddd', out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5])
+  end
+  return table.concat(parts)
+end
+
+local function native(KEYS, ARGV, packed)
   local key = KEYS[1]
   if key == nil then return {-1, 'key', 0} end
   local nargs = #ARGV
@@ -892,7 +911,7 @@ local function native(KEYS, ARGV)
     slack = slack + 2 * max_skew
   end
   if n == 1 then
-    local out = {0, 0, 0, 0, 0, 0} -- sized once
+    local out = packed and m[16] or {0, 0, 0, 0, 0, 0} -- sized once
     local again = c1 and done and done[1]
     if call_id and c1 and not again then
       -- Its record is the header's tail (see Retries), written by decide on admission.
@@ -903,6 +922,9 @@ local function native(KEYS, ARGV)
     if err then return err end
     if again then
       out[2], out[4] = 2, 0
+    end
+    if packed then
+      return pack('>ddddd', out[2], out[3], out[4], out[5], out[6]) -- packed_reply, inlined
     end
     return out
   end
@@ -946,6 +968,7 @@ local function native(KEYS, ARGV)
       redis.pcall('SET', key .. ':r:' .. call_id, table.concat(marks), 'PX', ttl)
     end
   end
+  if packed then return packed_reply(out) end
   return out
 end
 
@@ -1242,8 +1265,10 @@ local function entry(KEYS, ARGV)
   end
   memo[13] = false -- no record but a lone native call's (it sets it), even after an error
   local conv = ARGV[1]
-  if conv == 'rl1' then
-    return native(KEYS, ARGV)
+  if conv == 'rl1P' then
+    return native(KEYS, ARGV, true)
+  elseif conv == 'rl1' then
+    return native(KEYS, ARGV, false)
   elseif conv == 'rl1L' then
     return lease(KEYS, ARGV)
   elseif conv == 'rl1C' then

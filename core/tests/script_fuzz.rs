@@ -209,9 +209,11 @@ fn calls(now_ms: u64) -> impl Strategy<Value = Call> {
         ],
         record,
         cut.clone(),
+        any::<bool>(),
     )
-        .prop_map(|(keys, mut clock, reqs, record, cut)| {
-            let mut argv = vec![b"rl1".to_vec()];
+        .prop_map(|(keys, mut clock, reqs, record, cut, packed_reply)| {
+            let tag: &[u8] = if packed_reply { b"rl1P" } else { b"rl1" };
+            let mut argv = vec![tag.to_vec()];
             let mut extra = Vec::new();
             if let Some((ttl, id, retry)) = record {
                 clock.extend(id.iter().take(8));
@@ -423,6 +425,31 @@ fn ints(items: &[RespValue]) -> Result<Vec<i64>, String> {
 
 /// What a reply is: a decision (`true`) or a refusal (`false`); `Err` for anything else.
 fn classify(call: &Call, reply: &RespValue) -> Result<bool, String> {
+    let packed = call.conv == Conv::Native && call.argv.first().map(Vec::as_slice) == Some(b"rl1P");
+    let unpacked;
+    let reply = match reply {
+        // 'rl1P': a decision is one string, 5 doubles per request; checked below as the array
+        // `{0, ...}` it stands for.
+        RespValue::Bulk(b) if packed => {
+            if b.len() % 40 != 0 {
+                return Err("a packed reply is 40 bytes per request".into());
+            }
+            let mut items = vec![RespValue::Integer(0)];
+            for c in b.chunks(8) {
+                let f = f64::from_be_bytes(c.try_into().unwrap());
+                if !f.is_finite() || f.fract() != 0.0 {
+                    return Err(format!("a packed field that is not a whole number: {f}"));
+                }
+                items.push(RespValue::Integer(f as i64));
+            }
+            unpacked = RespValue::Array(items);
+            &unpacked
+        }
+        RespValue::Array(items) if packed && items.first().and_then(int) == Some(0) => {
+            return Err("an rl1P decision answered as an array".into());
+        }
+        r => r,
+    };
     let RespValue::Array(items) = reply else {
         return Err(format!("not an array: {reply:?}"));
     };

@@ -6,7 +6,8 @@
 #   usec          INFO commandstats usec_per_call on a plain redis-server (noisy, machine-bound)
 # usage: dev/script_cost/cost.sh [N calls per case, default 2000] [LUA_FILE, default lua/sliding_window.lua]
 # RL_COST_CLOCK=fixed: rl's calls on a client clock moving 1 ms per 4 calls (see gen.py): admissions
-# priced independently of machine speed and load.
+# priced independently of machine speed and load. RL_COST_REPLY=array: rl's calls ask for the array
+# reply ('rl1') instead of the packed one rl-core asks for ('rl1P').
 # The FCALL cases load the library made from LUA_FILE as core/src/backend/functions.rs makes it
 # (the file up to its EVAL-only tail, then register_function of `entry`).
 set -euo pipefail
@@ -41,7 +42,7 @@ run() { # kind scenario valgrind(0|1) -> prints "instructions_per_call usec_per_
   for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
   redis-cli -p "$port" <"$tmp/cmds" >"$tmp/replies"
   local usec
-  usec=$(grep -E '^cmdstat_(evalsha|fcall):' "$tmp/replies" | sed 's/.*usec_per_call=\([0-9.]*\).*/\1/')
+  usec=$(grep -aE '^cmdstat_(evalsha|fcall):' "$tmp/replies" | sed 's/.*usec_per_call=\([0-9.]*\).*/\1/')
   redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
   wait "$pid" || true
   local ins=-

@@ -47,8 +47,10 @@ def main():
             # With records: the instance's 8 bytes and the records' TTL after the clock, and the
             # call's id (ARGV[4], those 8 bytes first).
             tail = b'costtag0' + b'2000' if records else b''
-            args = 'rl1 %s %s' % (q(struct.pack('>dd', *clock) + tail),
-                                  q(struct.pack('>dddd', 1, window, limit, 1)))
+            # 'rl1P': the packed reply rl-core asks for (RL_COST_REPLY=array: 'rl1', six integers).
+            tag = 'rl1' if os.environ.get('RL_COST_REPLY') == 'array' else 'rl1P'
+            args = tag + ' %s %s' % (q(struct.pack('>dd', *clock) + tail),
+                                   q(struct.pack('>dddd', 1, window, limit, 1)))
             if records:
                 args += ' %s' % q(b'costtag0' + struct.pack('>Q', i + 1))
             if kind == 'fcall':

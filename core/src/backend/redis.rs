@@ -761,7 +761,7 @@ impl Shared {
             }
         }
         let mut args: Vec<&[u8]> = Vec::with_capacity(5);
-        args.extend_from_slice(&[b"rl1", &clock, &requests]);
+        args.extend_from_slice(&[b"rl1P", &clock, &requests]);
         if record.is_some() {
             args.push(call_id);
         }

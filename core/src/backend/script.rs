@@ -62,6 +62,33 @@ fn non_negative(v: &Value) -> Option<u64> {
     int(v).and_then(|i| u64::try_from(i).ok())
 }
 
+/// Bytes per request of a packed native reply: `pack('>ddddd', allowed, used, retry_after_ms,
+/// reset_after_ms, now_ms)`.
+const PACKED: usize = 40;
+
+/// Field `i` of one packed request, if it is a whole number in range (the script writes only
+/// those; anything else is a reply this client does not understand).
+fn unpacked(v: &[u8], i: usize) -> Option<u64> {
+    let f = f64::from_be_bytes(v.get(8 * i..8 * i + 8)?.try_into().ok()?);
+    ((0.0..=MAX_EXACT).contains(&f) && f.fract() == 0.0).then_some(f as u64)
+}
+
+/// Doubles are whole numbers exactly up to 2^53.
+const MAX_EXACT: f64 = 9_007_199_254_740_992.0;
+
+/// One packed request's verdict.
+fn verdict(v: &[u8]) -> Option<Verdict> {
+    let allowed = unpacked(v, 0)?;
+    Some(Verdict {
+        // 2: admitted by an earlier attempt of this request (see `answered_again`).
+        allowed: allowed == 1 || allowed == 2,
+        used: unpacked(v, 1)?,
+        retry_after_ms: unpacked(v, 2)?,
+        reset_after_ms: unpacked(v, 3)?,
+        now_ms: unpacked(v, 4)?,
+    })
+}
+
 /// Reads a lease call's reply `{0, granted, now, used, reset_after}`.
 pub(crate) fn parse_lease_reply(
     reply: Value,
@@ -134,6 +161,12 @@ pub(crate) fn parse_composite_reply(
 /// How many requests of a native reply were retries answered from their first attempt's record
 /// (`allowed` 2: admitted then, not counted again).
 pub(crate) fn answered_again(reply: &Value) -> u64 {
+    if let Value::BulkString(b) = reply {
+        return b
+            .chunks_exact(PACKED)
+            .filter(|v| unpacked(v, 0) == Some(2))
+            .count() as u64;
+    }
     let Value::Array(items) = reply else {
         return 0;
     };
@@ -157,8 +190,16 @@ pub(crate) fn parse_reply(
             "unexpected reply from the rl script ({what}): {reply:?}"
         ))
     };
-    let Value::Array(items) = &reply else {
-        return Err(bad("not an array"));
+    let items = match &reply {
+        // 'rl1P': one success reply, packed (see the script's header).
+        Value::BulkString(b) if b.len() == PACKED * requests => {
+            return b
+                .chunks_exact(PACKED)
+                .map(|v| verdict(v).ok_or_else(|| bad("field")))
+                .collect();
+        }
+        Value::Array(items) => items,
+        _ => return Err(bad("neither a packed reply nor an array")),
     };
     match items.first().and_then(int) {
         Some(0) if items.len() == 1 + 5 * requests => items[1..]
@@ -201,5 +242,51 @@ pub(crate) fn parse_reply(
             })
         }
         _ => Err(bad("status")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn packed(requests: &[[f64; 5]]) -> Value {
+        Value::BulkString(
+            requests
+                .iter()
+                .flatten()
+                .flat_map(|v| v.to_be_bytes())
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn a_packed_reply_reads_as_one_verdict_per_request() {
+        let reply = packed(&[
+            [1.0, 3.0, 0.0, 1000.0, 1_700_000_000_123.0],
+            [0.0, 4.0, 250.0, 900.0, 1_700_000_000_123.0],
+            [2.0, 4.0, 0.0, 900.0, 1_700_000_000_123.0],
+        ]);
+        assert_eq!(answered_again(&reply), 1);
+        let v = parse_reply(reply, 3, None, 0).unwrap();
+        assert_eq!(v.len(), 3);
+        assert!(v[0].allowed && !v[1].allowed && v[2].allowed);
+        assert_eq!(
+            (v[1].used, v[1].retry_after_ms, v[1].reset_after_ms),
+            (4, 250, 900)
+        );
+        assert_eq!(v[0].now_ms, 1_700_000_000_123);
+    }
+
+    #[test]
+    fn a_packed_reply_of_the_wrong_size_or_with_a_number_out_of_range_is_refused() {
+        let one = [1.0, 3.0, 0.0, 1000.0, 5.0];
+        // One request's reply for a batch of two.
+        assert!(parse_reply(packed(&[one]), 2, None, 0).is_err());
+        for bad in [-1.0, 0.5, f64::NAN, f64::INFINITY, 1e17] {
+            let mut r = one;
+            r[1] = bad;
+            let e = parse_reply(packed(&[r]), 1, None, 0).unwrap_err();
+            assert!(e.to_string().contains("field"), "{bad}: {e}");
+        }
     }
 }
