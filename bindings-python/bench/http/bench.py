@@ -110,7 +110,8 @@ def latencies(vegeta: str, files: list[Path]) -> dict:  # type: ignore[type-arg]
 
 def moderate(variant: str, args: argparse.Namespace, redis_url: str, tmp: Path, round_: int) -> dict:  # type: ignore[type-arg]
     """One round of the moderate load on `variant`: vegeta at --rate for --moderate-seconds."""
-    proc, url, log = start(variant, args, redis_url, tmp, tmp / f"{variant}.moderate")
+    served = tmp / f"{variant}.{round_}.moderate"
+    proc, url, log = start(variant, args, redis_url, tmp, served)
     try:
         time.sleep(1.1)  # the warm-up request's window passes
         attack = subprocess.run([args.vegeta, "attack", f"-rate={args.rate}/s", f"-duration={args.moderate_seconds}s", "-keepalive=true"],
@@ -121,8 +122,15 @@ def moderate(variant: str, args: argparse.Namespace, redis_url: str, tmp: Path, 
     results.write_bytes(attack)
     report = json.loads(subprocess.run([args.vegeta, "report", "-type=json", str(results)], capture_output=True, check=True).stdout)
     codes = report.get("status_codes") or {}
+    # How rl decided what the app served (warm-up included): a mode other than `lease` was a
+    # Redis round trip in the request's path.
+    modes: dict[str, int] = {}
+    for line in served.read_text().splitlines():
+        m = line.split()[1]
+        if m != "-":
+            modes[m] = modes.get(m, 0) + 1
     return {"requests": report["requests"], "ok": codes.get("200", 0), "p50": report["latencies"]["50th"] / 1e6,
-            "p99": report["latencies"]["99th"] / 1e6, "results": results}
+            "p99": report["latencies"]["99th"] / 1e6, "results": results, "modes": modes}
 
 
 def run(variant: str, args: argparse.Namespace, redis_url: str, tmp: Path) -> dict:  # type: ignore[type-arg]
@@ -199,18 +207,26 @@ def moderate_phase(args: argparse.Namespace, redis_url: str, tmp: Path) -> None:
     def median(xs: list[float]) -> float:
         return sorted(xs)[len(xs) // 2]
 
+    def modes(rounds: list[dict]) -> str:  # type: ignore[type-arg]
+        total: dict[str, int] = {}
+        for r in rounds:
+            for m, n in r["modes"].items():
+                total[m] = total.get(m, 0) + n
+        return " ".join(f"{m}={n}" for m, n in sorted(total.items())) or "-"
+
     pooled = {v: latencies(args.vegeta, [r["results"] for r in s]) for v, s in samples.items()}
     p99 = {v: lat["99th"] / 1e6 for v, lat in pooled.items()}
     print(f"\nModerate load: one key, vegeta at a fixed {args.rate} req/s (open loop; below the limit {args.policy}, so all admitted), "
           f"{args.rounds} rounds of {args.moderate_seconds}s per app taken in turns; P50/P99 of all rounds' requests together; "
           f"load avg {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores")
-    print("| app | requests | 200 | P50 ms | P99 ms | added to the app's P99 | P99 per round (median) |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("| app | requests | 200 | P50 ms | P99 ms | added to the app's P99 | P99 per round (median) | rl modes of served |")
+    print("|---|---:|---:|---:|---:|---:|---:|---|")
     for v, s in samples.items():
         base = f"{v.split('-')[0]}-none"
         added = f"{100 * (p99[v] - p99[base]) / p99[base]:+.0f}%" if base in p99 and v != base else ""
         print(f"| {v} | {sum(r['requests'] for r in s)} | {sum(r['ok'] for r in s)} | {pooled[v]['50th'] / 1e6:.2f} | "
-              f"{p99[v]:.2f} | {added} | {' / '.join(format(r['p99'], '.2f') for r in s)} ({median([r['p99'] for r in s]):.2f}) |")
+              f"{p99[v]:.2f} | {added} | {' / '.join(format(r['p99'], '.2f') for r in s)} ({median([r['p99'] for r in s]):.2f}) | "
+              f"{modes(s)} |")
 
 
 if __name__ == "__main__":
