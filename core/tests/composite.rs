@@ -254,21 +254,6 @@ fn waiting_the_overall_retry_after_admits_the_same_call() {
     }
 }
 
-/// A small deterministic generator (xorshift), so runs are reproducible without a dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 type Shared<T> = Arc<Mutex<T>>;
 
 /// Each key's rules, `(limit, window_ms)`: every call on a key brings all of them (a rule a call

@@ -25,18 +25,6 @@ fn script_calls(server: &rl_harness::RedisServer) -> i64 {
         .sum()
 }
 
-/// A small deterministic generator (xorshift), so runs are reproducible without a dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
-
 const GROUP: &[u8] = b"tenant-7";
 
 /// 32 callers x 40 composite calls on one group through a limiter on `url` (a server `server`):

@@ -26,18 +26,6 @@ fn leasing(lease_ms: u64) -> Options {
     }
 }
 
-/// A small deterministic generator (xorshift), so runs are reproducible without a dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
 /// Admitted permits in the span `(s - window, s]`, for each `s` on a 1 ms grid from `from` to `to`.
 fn window_counts(admitted: &[(u64, u64)], window: u64, from: u64, to: u64) -> Vec<u64> {
     let mut per_ms = vec![0u64; (to - from + window) as usize + 1];

@@ -72,17 +72,6 @@ fn forget_horizon(server: &RedisServer, key: &str) {
     }
 }
 
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
-
 /// The oracle's denial: (used, retry_after, reset_after) from the admitted (ms, permits), oldest
 /// first. A denied request fits once the oldest buckets holding `used + cost - limit` permits
 /// left the window; the window resets when its newest bucket leaves.

@@ -47,17 +47,6 @@ fn from_packed(r: &RespValue, n: usize) -> Vec<f64> {
         .collect()
 }
 
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
-
 #[test]
 fn packed_replies_decode_to_the_array_replies_numbers() {
     let server = server();

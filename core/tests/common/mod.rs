@@ -307,3 +307,20 @@ pub fn signal(pid: u32, sig: i32) {
         "kill({pid}, {sig})"
     );
 }
+
+/// A small deterministic generator (xorshift), so randomized tests are reproducible from their
+/// seed without a dependency. The seed must not be 0.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
