@@ -24,19 +24,21 @@ def one_key(*_: object) -> str:
 
 
 # `-leases` variants: rl's middleware on a limiter with exact leases (README: Hot keys), so most
-# requests are decided without a Redis round trip.
+# requests are decided without a Redis round trip. `-rl-memory` (not run by default): the
+# middleware on the memory backend, its own cost with no Redis and no lease bookkeeping.
 RL_OPTIONS = {"leases": "on"} if VARIANT.endswith("-leases") else {}
+RL_URL = "memory://" if VARIANT.endswith("-rl-memory") else REDIS
 
 
 if VARIANT.startswith("fastapi"):
     from fastapi import FastAPI, Request, Response
 
     app = FastAPI()
-    if VARIANT in ("fastapi-rl", "fastapi-rl-leases"):
+    if VARIANT in ("fastapi-rl", "fastapi-rl-leases", "fastapi-rl-memory"):
         import rl
         from rl.starlette import RateLimitMiddleware
 
-        app.add_middleware(RateLimitMiddleware, limiter=rl.AsyncLimiter(REDIS, **RL_OPTIONS), policies=POLICY, key=one_key)
+        app.add_middleware(RateLimitMiddleware, limiter=rl.AsyncLimiter(RL_URL, **RL_OPTIONS), policies=POLICY, key=one_key)
 
         @app.get("/")
         async def root(request: Request) -> dict:  # type: ignore[type-arg]
@@ -70,11 +72,11 @@ else:
     from flask import Flask
 
     app = Flask(__name__)  # type: ignore[assignment]
-    if VARIANT in ("flask-rl", "flask-rl-leases"):
+    if VARIANT in ("flask-rl", "flask-rl-leases", "flask-rl-memory"):
         import rl
         from rl.flask import RateLimiter
 
-        RateLimiter(app, limiter=rl.Limiter(REDIS, **RL_OPTIONS), policies=POLICY, key=one_key)  # type: ignore[arg-type]
+        RateLimiter(app, limiter=rl.Limiter(RL_URL, **RL_OPTIONS), policies=POLICY, key=one_key)  # type: ignore[arg-type]
     elif VARIANT == "flask-limiter":
         from flask_limiter import Limiter as FlaskLimiter
 

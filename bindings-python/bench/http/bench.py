@@ -26,6 +26,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 VARIANTS = ["fastapi-none", "fastapi-rl", "fastapi-rl-leases", "fastapi-slowapi", "flask-none", "flask-rl", "flask-rl-leases", "flask-limiter"]
+# Also accepted by --only: the middleware on the memory backend (its own cost, no Redis).
+EXTRA_VARIANTS = ["fastapi-rl-memory", "flask-rl-memory"]
 
 
 def free_port() -> int:
@@ -169,7 +171,7 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=8, help="gunicorn threads per worker")
     p.add_argument("--policy", default="100/second")
     p.add_argument("--window-ms", type=int, default=1000)
-    p.add_argument("--only", nargs="*", default=VARIANTS)
+    p.add_argument("--only", nargs="*", default=VARIANTS, choices=VARIANTS + EXTRA_VARIANTS)
     p.add_argument("--phases", default="over,moderate", help="over (wrk above the limit), moderate (vegeta below it)")
     p.add_argument("--rate", type=int, default=50, help="moderate load, requests per second (default: half the default limit)")
     p.add_argument("--moderate-seconds", type=int, default=10)

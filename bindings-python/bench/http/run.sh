@@ -4,6 +4,8 @@
 # one key, load above the limit, against a private redis-server from rl-harness; rl also with
 # leases=on; then a moderate load (vegeta, open loop, below the limit): what each adds to the P99.
 #   bash bindings-python/bench/http/run.sh [bench.py options, e.g. --duration 5 --only flask-rl]
+# (--only also takes fastapi-rl-memory and flask-rl-memory, not run by default: the middleware on
+# the memory backend, its own cost with no Redis and no lease bookkeeping.)
 # Needs wrk (Debian: apt-get install -y wrk). Builds rl in release mode into its own venv
 # (target/py-http-bench-venv); not part of the tests.
 set -euo pipefail
