@@ -153,7 +153,9 @@
 --            earlier ones admitted.
 --   reply    {0, then per request: allowed, retry_after_ms, now_ms, then per rule of it: allowed,
 --            used, retry_after_ms, reset_after_ms, now_ms}; errors as for convention 2 (the number
---            is the rule's, counted across the batch; 'requests' names a bad ARGV[4])
+--            is the rule's, counted across the batch; 'requests' names a bad ARGV[4]); with ARGV[4]
+--            and more than one request, {-3, k, ...} when keys KEYS[k] hold something that is not
+--            an rl window (another type, or a list that is not one): nothing decided or written
 
 local MAX_WINDOW_MS = 2592000000     -- 30 days
 local MAX_PERMITS = 1000000000000000 -- 1e15: every sum stays an exact integer in a Lua double
@@ -168,6 +170,8 @@ local HEADER, BUCKET = '>ddddddd', '>dd'
 -- The header and the retry record after it ('' for none: 56 bytes, else 72).
 local HEADER_REC = '>dddddddc0'
 local HEADER_48 = '>dddddd' -- the layout before the lease horizon (read, rewritten when written)
+-- Every header size a window key's index 0 may have: this one (56, or 72 with a record), 48, 40.
+local HEADER_SIZES = {[40] = true, [48] = true, [56] = true, [72] = true}
 local LEASE = '>ddd'
 -- A lease horizon meaning "not known: read the lease HASH" (later than any window edge).
 local UNKNOWN = 2 * MAX_TIME_MS
@@ -1195,6 +1199,22 @@ local function composite(KEYS, ARGV)
       return {-2, server}
     end
     slack = slack + 2 * max_skew
+  end
+  -- A batch's keys are checked before anything is decided. A key holding another program's value
+  -- would otherwise fail the call part-way: after the requests before it were admitted in Redis,
+  -- and for every request of the call. {-3, k, ...}: the keys (their places in KEYS) that are not
+  -- rl windows; nothing was written, and the client decides the requests without such a key
+  -- again, and each one with such a key alone (whose own call fails before it writes a permit).
+  if m > 1 then
+    local bad
+    for k = 1, nkeys do
+      local h = redis.pcall('LINDEX', KEYS[k], '0')
+      if type_(h) == 'table' or (h and not HEADER_SIZES[#h]) then
+        bad = bad or {-3}
+        bad[#bad + 1] = k
+      end
+    end
+    if bad then return bad end
   end
   local out, tmp = {0}, {0, 0, 0, 0, 0}
   local head, first, a = 1, 1, 1

@@ -435,7 +435,9 @@ impl RedisPath {
                 }
                 Err(e) => return Err(e),
             };
-            let call = self.backend.decide(ticket);
+            // Its own answer may be an error while the batch's call succeeded (a key of its
+            // that holds another program's value: `composite_batch.rs`).
+            let call = async { self.backend.decide(ticket).await.and_then(|own| own) };
             let (e, reason) = match self.watch(call, started, deadline).await {
                 Outcome::Done(Ok(verdicts), waited) => {
                     let rtt = started.elapsed();

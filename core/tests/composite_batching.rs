@@ -364,3 +364,93 @@ fn composite_callers_that_timed_out_during_a_freeze_are_not_decided_by_redis_aft
         "Redis holds {held}: a queued caller that gave up was sent"
     );
 }
+
+/// A key holding another program's value (a string, or a list that is not an rl window) fails
+/// only the requests that name it, though they share script calls with requests that do not: the
+/// others are decided as if it were not there, and the failed requests take no permit anywhere.
+#[test]
+fn a_key_holding_another_programs_value_fails_only_the_requests_that_name_it() {
+    let _heavy = heavy();
+    let server = server();
+    let rt = runtime();
+    let l = limiter(&server);
+    let prefix = l.options().key_prefix.clone();
+    let key = |k: &str| rl_core::group_key(&prefix, GROUP, k.as_bytes());
+    cmd(&server, &[b"SET", &key("bad"), b"not a window"]);
+    cmd(&server, &[b"RPUSH", &key("odd"), b"x", b"y"]);
+    // The first call loads the function library; the ones below then share calls.
+    let warm = [Rule::new("warm", 10, 60_000, 1)];
+    rt.block_on(l.acquire_all(&warm, Some(GROUP))).unwrap();
+    const CALLERS: usize = 24;
+    const EACH: usize = 30;
+    let before = script_calls(&server);
+    // Caller c: its IP and the tenant's `all`, and for c % 3 == 1 `bad`, for c % 3 == 2 `odd`.
+    let rules = |c: usize| {
+        let mut r = vec![
+            Rule::new(format!("ip:{c}"), 1_000_000, 60_000, 1),
+            Rule::new("all", 1_000_000, 60_000, 1),
+        ];
+        match c % 3 {
+            1 => r.push(Rule::new("bad", 1_000_000, 60_000, 1)),
+            2 => r.push(Rule::new("odd", 1_000_000, 60_000, 1)),
+            _ => {}
+        }
+        r
+    };
+    let results: Vec<(usize, rl_core::Result<CompositeDecision>)> = rt.block_on(async {
+        let tasks: Vec<_> = (0..CALLERS)
+            .map(|c| {
+                let (l, rules) = (l.clone(), rules(c));
+                tokio::spawn(async move {
+                    let mut out = Vec::new();
+                    for _ in 0..EACH {
+                        out.push((c, l.acquire_all(&rules, Some(GROUP)).await));
+                    }
+                    out
+                })
+            })
+            .collect();
+        let mut all = Vec::new();
+        for t in tasks {
+            all.extend(t.await.unwrap());
+        }
+        all
+    });
+    let calls = script_calls(&server) - before;
+    let requests = (CALLERS * EACH) as i64;
+    let good = (CALLERS / 3 * EACH) as u64;
+    println!("REPORT {CALLERS} callers x {EACH} composite calls, two in three naming a key that is not a window: {calls} script calls");
+    assert!(
+        calls < requests,
+        "the calls were shared: {calls} for {requests} requests"
+    );
+    let mut most_all = 0;
+    for (c, r) in &results {
+        match (c % 3, r) {
+            (0, Ok(d)) => {
+                assert!(d.allowed, "caller {c}: {d:?}");
+                most_all = most_all.max(d.decisions[1].used);
+            }
+            (0, Err(e)) => panic!("caller {c} names no bad key, and failed: {e}"),
+            (_, Ok(d)) => panic!("caller {c} names a key that is not a window, and got {d:?}"),
+            (1, Err(e)) => assert!(e.to_string().contains("WRONGTYPE"), "caller {c}: {e}"),
+            (_, Err(e)) => assert!(
+                e.to_string().contains("not an rl window"),
+                "caller {c}: {e}"
+            ),
+        }
+    }
+    assert_eq!(
+        most_all, good,
+        "`all` counts the requests that named no bad key, and only them"
+    );
+    for c in (0..CALLERS).filter(|c| c % 3 != 0) {
+        let ip = key(&format!("ip:{c}"));
+        let exists = cmd(&server, &[b"EXISTS", &ip]);
+        assert_eq!(
+            exists.as_int(),
+            Some(0),
+            "caller {c}'s IP window took nothing"
+        );
+    }
+}

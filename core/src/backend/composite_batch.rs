@@ -21,10 +21,12 @@
 //! 36 µs of script time per two-rule request alone, 21 µs each in batches of 8 and 32), so a full
 //! batch holds Redis for a few milliseconds at most.
 //!
-//! **Errors.** An error reply fails every request of the call. A key holding another program's
-//! value is found when the script reaches it: requests decided before it in that call may have
-//! been admitted in Redis while their callers get the error (an undercount, never an overcount;
-//! as a composite call alone may have raised a window key's history before such an error).
+//! **Errors.** A key holding another program's value fails only the requests that name it. The
+//! script checks a batch's keys before it decides anything and names those that are not rl
+//! windows (`{-3, ...}`, nothing written); the other requests then go again in one call, and each
+//! request naming such a key alone, which fails with the error its own call gives, before it
+//! writes a permit (a request's rules are all checked before any is admitted). Any other error
+//! reply (a script error, a refused call) fails every request of the call.
 
 use std::collections::HashMap;
 
@@ -33,7 +35,7 @@ use super::redis::{Batcher, Shared};
 use super::script;
 use super::Verdict;
 use crate::composite::{Plan, Planned};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// Most composite requests one script call decides.
 pub(crate) const MAX_BATCH: usize = 128;
@@ -42,6 +44,7 @@ pub(crate) const MAX_BATCH_RULES: usize = 256;
 
 /// One composite request, owned so it can wait in a queue: its window keys (the plan's, in its
 /// order) and its rules.
+#[derive(Clone)]
 pub(crate) struct CompositeOp {
     keys: Vec<Vec<u8>>,
     rules: Vec<Planned>,
@@ -62,7 +65,8 @@ impl CompositeOp {
 }
 
 impl Queued for CompositeOp {
-    type Out = Vec<Verdict>;
+    /// Per request: a request naming a key that holds another program's value fails alone.
+    type Out = Result<Vec<Verdict>>;
     const MAX_BATCH: usize = MAX_BATCH;
     const MAX_WEIGHT: usize = MAX_BATCH_RULES;
 
@@ -82,8 +86,59 @@ impl Batcher for CompositeOp {
         shared: &'a Shared,
         _slot: &'a [u8],
         ops: &'a [Self],
-    ) -> impl std::future::Future<Output = Result<Vec<Vec<Verdict>>>> + Send + 'a {
-        send(shared, ops)
+    ) -> impl std::future::Future<Output = Result<Vec<Result<Vec<Verdict>>>>> + Send + 'a {
+        decide(shared, ops)
+    }
+}
+
+/// What one composite script call answered.
+enum Sent {
+    /// One verdict per rule, per request.
+    Decided(Vec<Vec<Verdict>>),
+    /// Nothing decided: these keys (places in the call's key list) are not rl windows.
+    NotWindows(Vec<usize>),
+}
+
+/// Decides `ops` in one script call, unless some of their keys are not rl windows: then the
+/// requests without such a key in one more call (or, should that find another, each alone), and
+/// each request with one alone, so that only those fail (see the module's doc).
+async fn decide(shared: &Shared, ops: &[CompositeOp]) -> Result<Vec<Result<Vec<Verdict>>>> {
+    let (keys, bad) = match send(shared, ops).await? {
+        Sent::Decided(all) => return Ok(all.into_iter().map(Ok).collect()),
+        Sent::NotWindows(bad) => (args(ops).keys, bad),
+    };
+    let bad: Vec<&[u8]> = bad.into_iter().map(|k| keys[k]).collect();
+    let names_bad = |op: &CompositeOp| op.keys.iter().any(|k| bad.contains(&k.as_slice()));
+    let mut out: Vec<Option<Result<Vec<Verdict>>>> = vec![None; ops.len()];
+    let others: Vec<usize> = (0..ops.len()).filter(|&i| !names_bad(&ops[i])).collect();
+    if !others.is_empty() {
+        let batch: Vec<CompositeOp> = others.iter().map(|&i| ops[i].clone()).collect();
+        match send(shared, &batch).await {
+            Ok(Sent::Decided(all)) => {
+                for (&i, v) in others.iter().zip(all) {
+                    out[i] = Some(Ok(v));
+                }
+            }
+            // Another program wrote one of their keys meanwhile: each alone, then.
+            Ok(Sent::NotWindows(_)) => {}
+            Err(e) => others.iter().for_each(|&i| out[i] = Some(Err(e.clone()))),
+        }
+    }
+    for (i, slot) in out.iter_mut().enumerate() {
+        if slot.is_none() {
+            *slot = Some(alone(shared, &ops[i]).await);
+        }
+    }
+    Ok(out.into_iter().flatten().collect())
+}
+
+/// One request in a call of its own (the script checks a lone request's keys as it decides it).
+async fn alone(shared: &Shared, op: &CompositeOp) -> Result<Vec<Verdict>> {
+    match send(shared, std::slice::from_ref(op)).await? {
+        Sent::Decided(mut all) if all.len() == 1 => Ok(all.pop().expect("one request")),
+        _ => Err(Error::Backend(
+            "unexpected reply from the rl script's composite call".into(),
+        )),
     }
 }
 
@@ -119,7 +174,7 @@ fn args(ops: &[CompositeOp]) -> Args<'_> {
 }
 
 /// One script call deciding `ops` in order: one verdict per rule, per request.
-async fn send(shared: &Shared, ops: &[CompositeOp]) -> Result<Vec<Vec<Verdict>>> {
+async fn send(shared: &Shared, ops: &[CompositeOp]) -> Result<Sent> {
     let (id, mut conn) = shared.connector.get().await?;
     let client_now = shared.clock.as_ref().map(|c| c.now_ms());
     let clock = script::pack(&[client_now.unwrap_or(0), shared.max_skew_ms]);
@@ -130,8 +185,11 @@ async fn send(shared: &Shared, ops: &[CompositeOp]) -> Result<Vec<Vec<Verdict>>>
     }
     let r = shared.caller.call_keys(&mut conn, &a.keys, &argv).await;
     let reply = shared.check(id, r)?;
+    if let Some(bad) = script::not_windows(&reply, a.keys.len()) {
+        return Ok(Sent::NotWindows(bad?));
+    }
     let sizes: Vec<usize> = ops.iter().map(|o| o.rules.len()).collect();
-    script::parse_composite_reply(reply, &sizes, client_now, shared.max_skew_ms)
+    script::parse_composite_reply(reply, &sizes, client_now, shared.max_skew_ms).map(Sent::Decided)
 }
 
 #[cfg(test)]

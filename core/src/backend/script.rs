@@ -157,6 +157,30 @@ pub(crate) fn parse_composite_reply(
     })
 }
 
+/// A composite batch's `{-3, k, ...}`: the keys (0-based places among the call's `nkeys`) that
+/// are not rl windows; `None` for any other reply.
+pub(crate) fn not_windows(reply: &Value, nkeys: usize) -> Option<Result<Vec<usize>>> {
+    let Value::Array(items) = reply else {
+        return None;
+    };
+    if items.first().and_then(int) != Some(-3) {
+        return None;
+    }
+    let bad: Option<Vec<usize>> = items[1..]
+        .iter()
+        .map(|v| match int(v) {
+            Some(k) if k >= 1 && k as usize <= nkeys => Some(k as usize - 1),
+            _ => None,
+        })
+        .collect();
+    Some(match bad {
+        Some(bad) if !bad.is_empty() => Ok(bad),
+        _ => Err(Error::Backend(
+            "unexpected reply from the rl script's composite call".into(),
+        )),
+    })
+}
+
 /// Reads `{status, ...}` (see the script's header) into one verdict per request, or a typed error.
 /// How many requests of a native reply were retries answered from their first attempt's record
 /// (`allowed` 2: admitted then, not counted again).
@@ -248,6 +272,21 @@ pub(crate) fn parse_reply(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_batchs_keys_that_are_not_windows_are_read_as_places() {
+        let r = |items: &[i64]| Value::Array(items.iter().map(|&i| Value::Int(i)).collect());
+        assert_eq!(
+            not_windows(&r(&[-3, 2, 3]), 3).unwrap().unwrap(),
+            vec![1, 2]
+        );
+        assert!(not_windows(&r(&[0, 1, 2]), 3).is_none(), "a decision");
+        assert!(not_windows(&r(&[-2, 5]), 3).is_none(), "another error");
+        assert!(not_windows(&Value::BulkString(vec![0; 40]), 3).is_none());
+        for bad in [&[-3][..], &[-3, 0], &[-3, 4], &[-3, 1, -1]] {
+            assert!(not_windows(&r(bad), 3).unwrap().is_err(), "{bad:?}");
+        }
+    }
 
     fn packed(requests: &[[f64; 5]]) -> Value {
         Value::BulkString(
