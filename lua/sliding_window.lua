@@ -1204,7 +1204,7 @@ local function composite(KEYS, ARGV)
   -- would otherwise fail the call part-way: after the requests before it were admitted in Redis,
   -- and for every request of the call. {-3, k, ...}: the keys (their places in KEYS) that are not
   -- rl windows; nothing was written, and the client decides the requests without such a key
-  -- again, and each one with such a key alone (whose own call fails before it writes a permit).
+  -- again (and fails the others, naming the key).
   if m > 1 then
     local bad
     for k = 1, nkeys do

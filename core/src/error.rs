@@ -147,6 +147,26 @@ impl From<redis::RedisError> for Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// A script call's error for `keys`, naming them where Redis refused one because it holds
+/// another type (another program's value): Redis's `WRONGTYPE` names no key, and the caller must
+/// learn which key to look at. The script finds the other case, a list that is not an rl window,
+/// itself and names the key.
+pub(crate) fn naming_keys(e: Error, keys: &[&[u8]]) -> Error {
+    match e {
+        Error::Backend(text) if text.contains("WRONGTYPE") => {
+            let names: Vec<_> = keys.iter().map(|k| String::from_utf8_lossy(k)).collect();
+            let which = match names.as_slice() {
+                [one] => one.to_string(),
+                many => format!("one of {}", many.join(", ")),
+            };
+            Error::Backend(format!(
+                "rl: {which} holds something that is not an rl window ({text})"
+            ))
+        }
+        e => e,
+    }
+}
+
 /// How rustls words a failed handshake: a certificate the client does not trust (unknown CA,
 /// wrong name, expired), the server refusing ours (an alert: certificate required, unknown CA), or
 /// a peer that does not speak the same TLS. None of them is an outage: retrying or waiting does not
@@ -198,6 +218,31 @@ mod tests {
                 "{line}"
             );
         }
+    }
+
+    #[test]
+    fn a_wrongtype_refusal_names_the_calls_keys_and_other_errors_are_kept() {
+        let wrongtype = || {
+            Error::Backend(
+                "\"WRONGTYPE\": Operation against a key holding the wrong kind of value".into(),
+            )
+        };
+        let one = naming_keys(wrongtype(), &[b"rl:{a}"]).to_string();
+        assert!(
+            one.contains("rl: rl:{a} holds something that is not an rl window ("),
+            "{one}"
+        );
+        assert!(one.contains("WRONGTYPE"), "Redis's words kept: {one}");
+        let two = naming_keys(wrongtype(), &[b"rl:{g}{a}", b"rl:{g}{b}"]).to_string();
+        assert!(two.contains("one of rl:{g}{a}, rl:{g}{b} holds"), "{two}");
+        let other = naming_keys(Error::Backend("NOPERM no permissions".into()), &[b"k"]);
+        assert_eq!(
+            other.to_string(),
+            Error::Backend("NOPERM no permissions".into()).to_string()
+        );
+        let down = naming_keys(Error::BackendUnavailable("WRONGTYPE?".into()), &[b"k"]);
+        assert_eq!(down.kind(), ErrorKind::BackendUnavailable);
+        assert!(!down.to_string().contains("rl window"));
     }
 
     #[test]

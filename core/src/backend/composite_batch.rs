@@ -21,12 +21,11 @@
 //! 36 µs of script time per two-rule request alone, 21 µs each in batches of 8 and 32), so a full
 //! batch holds Redis for a few milliseconds at most.
 //!
-//! **Errors.** A key holding another program's value fails only the requests that name it. The
-//! script checks a batch's keys before it decides anything and names those that are not rl
-//! windows (`{-3, ...}`, nothing written); the other requests then go again in one call, and each
-//! request naming such a key alone, which fails with the error its own call gives, before it
-//! writes a permit (a request's rules are all checked before any is admitted). Any other error
-//! reply (a script error, a refused call) fails every request of the call.
+//! **Errors.** A key holding another program's value fails only the requests that name it, with
+//! an error naming the key, and they take no permit. The script checks a batch's keys before it
+//! decides anything and names those that are not rl windows (`{-3, ...}`, nothing written); the
+//! other requests then go again in one call. Any other error reply (a script error, a refused
+//! call) fails every request of the call.
 
 use std::collections::HashMap;
 
@@ -99,47 +98,64 @@ enum Sent {
     NotWindows(Vec<usize>),
 }
 
-/// Decides `ops` in one script call, unless some of their keys are not rl windows: then the
-/// requests without such a key in one more call (or, should that find another, each alone), and
-/// each request with one alone, so that only those fail (see the module's doc).
+/// Decides `ops` in one script call. Where some of their keys are not rl windows, the requests
+/// that name one fail here, naming it, and the others go again in one call (until one decides
+/// them: each such answer names at least one key of the call, so each round fails at least one
+/// request). No request waits for a call of its own, so a batch with bad keys costs one round trip
+/// more, whatever their number.
 async fn decide(shared: &Shared, ops: &[CompositeOp]) -> Result<Vec<Result<Vec<Verdict>>>> {
-    let (keys, bad) = match send(shared, ops).await? {
+    let mut bad: Vec<Vec<u8>> = match send(shared, ops).await? {
         Sent::Decided(all) => return Ok(all.into_iter().map(Ok).collect()),
-        Sent::NotWindows(bad) => (args(ops).keys, bad),
+        Sent::NotWindows(places) => named(ops, &places),
     };
-    let bad: Vec<&[u8]> = bad.into_iter().map(|k| keys[k]).collect();
-    let names_bad = |op: &CompositeOp| op.keys.iter().any(|k| bad.contains(&k.as_slice()));
     let mut out: Vec<Option<Result<Vec<Verdict>>>> = vec![None; ops.len()];
-    let others: Vec<usize> = (0..ops.len()).filter(|&i| !names_bad(&ops[i])).collect();
-    if !others.is_empty() {
-        let batch: Vec<CompositeOp> = others.iter().map(|&i| ops[i].clone()).collect();
+    loop {
+        let mut rest = Vec::new();
+        for (i, op) in ops.iter().enumerate() {
+            if out[i].is_some() {
+                continue;
+            }
+            match op.keys.iter().find(|k| bad.contains(k)) {
+                Some(key) => out[i] = Some(Err(not_a_window(key))),
+                None => rest.push(i),
+            }
+        }
+        if rest.is_empty() {
+            break;
+        }
+        let batch: Vec<CompositeOp> = rest.iter().map(|&i| ops[i].clone()).collect();
         match send(shared, &batch).await {
             Ok(Sent::Decided(all)) => {
-                for (&i, v) in others.iter().zip(all) {
+                for (&i, v) in rest.iter().zip(all) {
                     out[i] = Some(Ok(v));
                 }
+                break;
             }
-            // Another program wrote one of their keys meanwhile: each alone, then.
-            Ok(Sent::NotWindows(_)) => {}
-            Err(e) => others.iter().for_each(|&i| out[i] = Some(Err(e.clone()))),
-        }
-    }
-    for (i, slot) in out.iter_mut().enumerate() {
-        if slot.is_none() {
-            *slot = Some(alone(shared, &ops[i]).await);
+            // Another program wrote one of their keys meanwhile.
+            Ok(Sent::NotWindows(places)) => bad.extend(named(&batch, &places)),
+            Err(e) => {
+                for &i in &rest {
+                    out[i] = Some(Err(e.clone()));
+                }
+                break;
+            }
         }
     }
     Ok(out.into_iter().flatten().collect())
 }
 
-/// One request in a call of its own (the script checks a lone request's keys as it decides it).
-async fn alone(shared: &Shared, op: &CompositeOp) -> Result<Vec<Verdict>> {
-    match send(shared, std::slice::from_ref(op)).await? {
-        Sent::Decided(mut all) if all.len() == 1 => Ok(all.pop().expect("one request")),
-        _ => Err(Error::Backend(
-            "unexpected reply from the rl script's composite call".into(),
-        )),
-    }
+/// The keys at `places` of the call that carried `ops` (its keys in first-seen order).
+fn named(ops: &[CompositeOp], places: &[usize]) -> Vec<Vec<u8>> {
+    let keys = args(ops).keys;
+    places.iter().map(|&k| keys[k].to_vec()).collect()
+}
+
+/// What a request naming `key` fails with: the words of the script's own error for a lone call.
+fn not_a_window(key: &[u8]) -> Error {
+    Error::Backend(format!(
+        "rl: {} holds something that is not an rl window",
+        String::from_utf8_lossy(key)
+    ))
 }
 
 /// What one composite script call carries: the distinct keys of its requests (first-seen order),
@@ -184,7 +200,9 @@ async fn send(shared: &Shared, ops: &[CompositeOp]) -> Result<Sent> {
         argv.push(sizes);
     }
     let r = shared.caller.call_keys(&mut conn, &a.keys, &argv).await;
-    let reply = shared.check(id, r)?;
+    let reply = shared
+        .check(id, r)
+        .map_err(|e| crate::error::naming_keys(e, &a.keys))?;
     if let Some(bad) = script::not_windows(&reply, a.keys.len()) {
         return Ok(Sent::NotWindows(bad?));
     }

@@ -708,6 +708,7 @@ impl Shared {
             }
         }
         r.map(|(v, _)| v)
+            .map_err(|e| crate::error::naming_keys(e, &[redis_key]))
     }
 
     /// [`Shared::call`]'s script call: the verdicts, and how many were retries answered from
