@@ -180,18 +180,33 @@ public final class Bench {
                     Long.toString(System.currentTimeMillis()), w, max, "0", "0", "gw-bench");
             // {allowed, remaining, current, mode}: three integers and a string.
             return ((Number) r.get(0)).longValue() == 1 ? 0 : -1;
-        }, (redis, seen) -> {
-            // The window's buckets: header {sum, open ms, open permits, ...}, then {ms, permits}.
-            List<?> items = (List<?>) redis.call("LRANGE", listKey, "0", "-1");
-            for (int i = 0; i < items.size(); i++) {
-                long[] f = fields((String) items.get(i));
-                if (i == 0 && f.length >= 3) {
-                    merge(seen, Long.toString(f[1]), f[1], f[2]);
-                } else if (i > 0 && f.length == 2) {
-                    merge(seen, Long.toString(f[0]), f[0], f[1]);
-                }
+        }, (redis, seen) -> windowBuckets((List<?>) redis.call("LRANGE", listKey, "0", "-1"), seen));
+    }
+
+    /**
+     * The permits of each millisecond a window key holds (lua/sliding_window.lua, "Storage"): a
+     * header {cum, open ms, base, ...} then closed buckets {ms, cum through it}, oldest first, where
+     * cum counts permits since the key was made (mod 2^52). A closed bucket holds its cum less the
+     * one before it (base before the first); the open bucket, at open ms, holds cum less the last.
+     */
+    static void windowBuckets(List<?> items, Map<String, long[]> seen) {
+        if (items.isEmpty()) {
+            return;
+        }
+        long[] head = fields((String) items.get(0));
+        if (head.length < 3) {
+            return; // not a header this reader knows
+        }
+        long before = head[2];
+        for (int i = 1; i < items.size(); i++) {
+            long[] b = fields((String) items.get(i));
+            if (b.length != 2) {
+                return;
             }
-        });
+            merge(seen, Long.toString(b[0]), b[0], Math.floorMod(b[1] - before, 1L << 52));
+            before = b[1];
+        }
+        merge(seen, Long.toString(head[1]), head[1], Math.floorMod(head[0] - before, 1L << 52));
     }
 
     static Contender rrateLimiterContender(RedissonClient redisson) {
