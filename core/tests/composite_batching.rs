@@ -27,27 +27,23 @@ fn script_calls(server: &rl_harness::RedisServer) -> i64 {
 
 const GROUP: &[u8] = b"tenant-7";
 
-/// 32 callers x 40 composite calls on one group through a limiter on `url` (a server `server`):
-/// all admitted, each once; returns the script calls Redis ran for them.
-fn share(server: &rl_harness::RedisServer, url: &str) -> i64 {
-    let rt = runtime();
-    let l = Limiter::open(Some(url), strict()).unwrap();
-    const CALLERS: usize = 32;
-    const EACH: usize = 40;
-    let before = script_calls(server);
-    let decisions: Vec<CompositeDecision> = rt.block_on(async {
-        let tasks: Vec<_> = (0..CALLERS)
+/// `callers` tasks at once, each making `each` composite calls on `GROUP` with `rules(caller)`:
+/// every call's outcome, with its caller's number.
+fn concurrently(
+    rt: &tokio::runtime::Runtime,
+    l: &Limiter,
+    callers: usize,
+    each: usize,
+    rules: impl Fn(usize) -> Vec<Rule>,
+) -> Vec<(usize, rl_core::Result<CompositeDecision>)> {
+    rt.block_on(async {
+        let tasks: Vec<_> = (0..callers)
             .map(|c| {
-                let l = l.clone();
+                let (l, rules) = (l.clone(), rules(c));
                 tokio::spawn(async move {
                     let mut out = Vec::new();
-                    for _ in 0..EACH {
-                        // Per client IP and for the whole tenant: different keys, one group.
-                        let rules = [
-                            Rule::new(format!("ip:{}", c % 8), 1_000_000, 60_000, 1),
-                            Rule::new("all", 1_000_000, 60_000, 1),
-                        ];
-                        out.push(l.acquire_all(&rules, Some(GROUP)).await.unwrap());
+                    for _ in 0..each {
+                        out.push((c, l.acquire_all(&rules, Some(GROUP)).await));
                     }
                     out
                 })
@@ -58,7 +54,28 @@ fn share(server: &rl_harness::RedisServer, url: &str) -> i64 {
             all.extend(t.await.unwrap());
         }
         all
-    });
+    })
+}
+
+/// 32 callers x 40 composite calls on one group through a limiter on `url` (a server `server`):
+/// all admitted, each once; returns the script calls Redis ran for them.
+fn share(server: &rl_harness::RedisServer, url: &str) -> i64 {
+    let rt = runtime();
+    let l = Limiter::open(Some(url), strict()).unwrap();
+    const CALLERS: usize = 32;
+    const EACH: usize = 40;
+    let before = script_calls(server);
+    // Per client IP and for the whole tenant: different keys, one group.
+    let rules = |c: usize| {
+        vec![
+            Rule::new(format!("ip:{}", c % 8), 1_000_000, 60_000, 1),
+            Rule::new("all", 1_000_000, 60_000, 1),
+        ]
+    };
+    let decisions: Vec<CompositeDecision> = concurrently(&rt, &l, CALLERS, EACH, rules)
+        .into_iter()
+        .map(|(_, r)| r.unwrap())
+        .collect();
     let calls = script_calls(server) - before;
     let requests = (CALLERS * EACH) as i64;
     assert!(decisions
@@ -397,25 +414,7 @@ fn a_key_holding_another_programs_value_fails_only_the_requests_that_name_it() {
         }
         r
     };
-    let results: Vec<(usize, rl_core::Result<CompositeDecision>)> = rt.block_on(async {
-        let tasks: Vec<_> = (0..CALLERS)
-            .map(|c| {
-                let (l, rules) = (l.clone(), rules(c));
-                tokio::spawn(async move {
-                    let mut out = Vec::new();
-                    for _ in 0..EACH {
-                        out.push((c, l.acquire_all(&rules, Some(GROUP)).await));
-                    }
-                    out
-                })
-            })
-            .collect();
-        let mut all = Vec::new();
-        for t in tasks {
-            all.extend(t.await.unwrap());
-        }
-        all
-    });
+    let results = concurrently(&rt, &l, CALLERS, EACH, rules);
     let calls = script_calls(&server) - before;
     let requests = (CALLERS * EACH) as i64;
     let good = (CALLERS / 3 * EACH) as u64;
