@@ -684,3 +684,45 @@ fn across_a_sentinel_failover_leases_stay_within_the_fallback_bound_and_resume()
         }
     });
 }
+
+/// A leasing limiter whose key holds another program's value (a string, or a list that is not an
+/// rl window) fails the call with a `Backend` error naming the key, takes no lease, and leaves the
+/// value alone: the lease call's refusal is named like a plain call's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leasing_call_on_a_key_holding_another_programs_value_fails_naming_the_key() {
+    let server = server();
+    let l = limiter_with(&server, leasing(100));
+    let plain = l.redis_key("plain");
+    let odd = l.redis_key("odd");
+    cmd(&server, &[b"SET", &plain, b"not a window"]);
+    cmd(&server, &[b"RPUSH", &odd, b"x", b"y"]);
+    for (name, key) in [("plain", &plain), ("odd", &odd)] {
+        for _ in 0..3 {
+            let e = l.acquire(name, 1000, 1000, 1).await.unwrap_err();
+            assert_eq!(e.kind(), rl_core::ErrorKind::Backend, "{name}: {e}");
+            let named = format!(
+                "{} holds something that is not an rl window",
+                String::from_utf8_lossy(key)
+            );
+            assert!(e.to_string().contains(&named), "{name}: {e}");
+        }
+        let mut lease_key = key.clone();
+        lease_key.extend_from_slice(b":l");
+        assert_eq!(
+            cmd(&server, &[b"EXISTS", &lease_key]).as_int(),
+            Some(0),
+            "{name}: no lease taken"
+        );
+    }
+    assert_eq!(
+        cmd(&server, &[b"GET", &plain]).as_str(),
+        Some("not a window"),
+        "left alone"
+    );
+    assert_eq!(
+        cmd(&server, &[b"LLEN", &odd]).as_int(),
+        Some(2),
+        "left alone"
+    );
+    assert_eq!(l.stats().leases_taken, 0);
+}

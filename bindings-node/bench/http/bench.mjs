@@ -7,6 +7,11 @@
 //    the app's capacity: P50/P99 per app and what the limiter adds to the app's P99, judged on
 //    the P99 of every round's requests pooled (a P99 of one short round is its ~25th worst
 //    request, which a single scheduler hiccup moves; the per-round values are shown beside it).
+//    Each app first gets BENCH_WARMUP_SECONDS of the same load, not measured (its JIT warms up on
+//    the path the measured requests take); vegeta runs with GOGC=off (its own garbage collector's
+//    pauses land in every app's tail otherwise); and each framework's app without a limiter runs
+//    twice per round (the "again" row, an A/A control): the gap between the two is the noise
+//    floor any "added to the app's P99" is to be read against.
 // BENCH_BASELINE=<dir>: also runs the rl middleware from another checkout's bindings-node (its
 // JavaScript, with this build's addon), to compare a change side by side in one run.
 import { execFileSync, spawn } from 'node:child_process'
@@ -28,6 +33,7 @@ const WINDOW_MS = Number(process.env.WINDOW_MS ?? 1000)
 // thousand req/s on a loaded 2-core machine), so the latency measured is the app's, not a queue's.
 const RATE = Number(process.env.BENCH_RATE ?? Math.floor((LIMIT * 1000) / WINDOW_MS / 2))
 const MODERATE_SECONDS = Number(process.env.BENCH_MODERATE_SECONDS ?? 5)
+const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 2)
 // A tail latency on a shared machine swings by 2x from one round to the next: the apps take turns
 // (round-robin) for this many rounds, and the table gives each app's P50 and P99 over all its
 // rounds' requests together (vegeta report of every round's results), and each round's P99.
@@ -41,11 +47,13 @@ const FRAMEWORKS = (process.env.BENCH_FRAMEWORKS ?? 'express,fastify').split(','
 const VARIANTS = process.env.BENCH_VARIANTS?.split(',')
 const runs = [
   ['express', 'none', 'Express, no limiter'],
+  ['express', 'none', 'Express, no limiter, again (A/A control)', 'moderate'],
   ['express', 'rl', 'Express + rl-limiter/express'],
   ['express', 'rl-leases', 'Express + rl-limiter/express, leases=on'],
   ...(BASELINE ? [['express', 'rl-baseline', 'Express + rl-limiter/express (baseline)']] : []),
   ['express', 'peer', 'Express + express-rate-limit/rate-limit-redis (ioredis)'],
   ['fastify', 'none', 'Fastify, no limiter'],
+  ['fastify', 'none', 'Fastify, no limiter, again (A/A control)', 'moderate'],
   ['fastify', 'rl', 'Fastify + rl-limiter/fastify'],
   ['fastify', 'rl-leases', 'Fastify + rl-limiter/fastify, leases=on'],
   ...(BASELINE ? [['fastify', 'rl-baseline', 'Fastify + rl-limiter/fastify (baseline)']] : []),
@@ -125,14 +133,16 @@ const resultsDir = mkdtempSync(join(tmpdir(), 'rl-http-bench-'))
 process.on('exit', () => rmSync(resultsDir, { recursive: true, force: true }))
 const latencies = (files) => JSON.parse(execFileSync(VEGETA, ['report', '-type=json', ...files], { encoding: 'utf8', maxBuffer: 1 << 30 })).latencies
 
-async function moderate([framework, variant, label], round) {
+async function moderate([framework, variant, label], round, index) {
   redis('FLUSHALL')
   const { url, stop } = await startApp(framework, variant, label)
   try {
+    const attack = (seconds) => execFileSync(VEGETA, ['attack', `-rate=${RATE}/s`, `-duration=${seconds}s`, '-keepalive=true'], { input: `GET ${url}\n`, maxBuffer: 1 << 30, env: { ...process.env, GOGC: 'off' } })
+    if (WARMUP_SECONDS > 0) attack(WARMUP_SECONDS)
     const before = await (await fetch(`${url}__served`)).json()
-    const results = execFileSync(VEGETA, ['attack', `-rate=${RATE}/s`, `-duration=${MODERATE_SECONDS}s`, '-keepalive=true'], { input: `GET ${url}\n`, maxBuffer: 1 << 30 })
+    const results = attack(MODERATE_SECONDS)
     const after = await (await fetch(`${url}__served`)).json()
-    const file = join(resultsDir, `${framework}-${variant}-${round}.bin`)
+    const file = join(resultsDir, `${index}-${framework}-${variant}-${round}.bin`)
     writeFileSync(file, results)
     const report = JSON.parse(execFileSync(VEGETA, ['report', '-type=json', file], { encoding: 'utf8', maxBuffer: 1 << 30 }))
     const codes = report.status_codes ?? {}
@@ -159,7 +169,7 @@ const load = () => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).
 
 if (PHASES.includes('over')) {
   const rows = []
-  for (const run of runs) rows.push(await overTheLimit(run))
+  for (const run of runs.filter((r) => r[3] !== 'moderate')) rows.push(await overTheLimit(run))
   console.log(`\nOne key, limit ${LIMIT} per ${WINDOW_MS} ms; wrk -t${THREADS} -c${CONNECTIONS} -d${SECONDS}s (closed loop, far above the limit); load average after: ${load()}\n`)
   console.log('| app | req/s | P50 ms | P99 ms | served | denied | most served in any window (app clock) | Redis cmds/request |')
   console.log('|---|---:|---:|---:|---:|---:|---:|---:|')
@@ -173,7 +183,7 @@ const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
 if (PHASES.includes('moderate')) {
   const samples = runs.map(() => [])
   for (let round = 0; round < ROUNDS; round++) {
-    for (let i = 0; i < runs.length; i++) samples[i].push(await moderate(runs[i], round))
+    for (let i = 0; i < runs.length; i++) samples[i].push(await moderate(runs[i], round, i))
   }
   const rows = samples.map((s) => {
     const pooled = latencies(s.map((r) => r.file))
@@ -189,12 +199,12 @@ if (PHASES.includes('moderate')) {
       roundTrips: s[0].roundTrips === null ? null : s.reduce((n, r) => n + r.roundTrips, 0),
     }
   })
-  console.log(`\nModerate load: one key, vegeta at a fixed ${RATE} req/s (open loop; half the limit of ${LIMIT} per ${WINDOW_MS} ms, so all admitted), ${ROUNDS} rounds of ${MODERATE_SECONDS}s per app taken in turns; P50/P99 of all rounds' requests together; load average after: ${load()}\n`)
+  console.log(`\nModerate load: one key, vegeta at a fixed ${RATE} req/s (open loop; half the limit of ${LIMIT} per ${WINDOW_MS} ms, so all admitted), ${ROUNDS} rounds of ${MODERATE_SECONDS}s per app taken in turns, after ${WARMUP_SECONDS}s of the same load not measured; P50/P99 of all rounds' requests together; load average after: ${load()}\n`)
   console.log('| app | requests | 200 | other | P50 ms | P99 ms | added to the app\'s P99 | P99 per round (median) | rl: decided by Redis (not a lease) |')
   console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|')
   for (const r of rows) {
     const base = rows.find((b) => b.framework === r.framework && b.variant === 'none')
-    const added = r.variant === 'none' || !base ? '' : `${r.p99 >= base.p99 ? '+' : ''}${(((r.p99 - base.p99) / base.p99) * 100).toFixed(0)}%`
+    const added = r === base || !base ? '' : `${r.p99 >= base.p99 ? '+' : ''}${(((r.p99 - base.p99) / base.p99) * 100).toFixed(0)}%`
     const trips = r.roundTrips === null ? '' : `${r.roundTrips} (${((r.roundTrips / r.requests) * 100).toFixed(1)}%)`
     console.log(`| ${r.label} | ${r.requests} | ${r.ok} | ${r.other} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} | ${added} | ${r.p99s} (${r.medianP99.toFixed(2)}) | ${trips} |`)
   }

@@ -7,7 +7,11 @@ vegeta's open loop at a fixed rate below the limit (everything admitted) and far
 capacity, the apps taken in turns for --rounds rounds: the P50/P99 of all of an app's rounds'
 requests together (a P99 of one short round is its 3rd to 10th worst request, which one scheduler
 hiccup moves; each round's P99 and their median are shown beside it), and what each limiter adds
-to its framework's P99 without one. Run by run.sh, under rl-harness (RL_TEST_REDIS_URL)."""
+to its framework's P99 without one. Each app first gets --warmup-seconds of the same load, not
+measured; vegeta runs with GOGC=off (its own collector's pauses would land in every app's tail);
+and each framework's app without a limiter runs twice per round (`<framework>-none-again`, an A/A
+control): the gap between the two is the noise floor an "added" figure is to be read against.
+Run by run.sh, under rl-harness (RL_TEST_REDIS_URL)."""
 
 from __future__ import annotations
 
@@ -116,12 +120,19 @@ def moderate(variant: str, args: argparse.Namespace, redis_url: str, tmp: Path, 
     proc, url, log = start(variant, args, redis_url, tmp, served)
     try:
         time.sleep(1.1)  # the warm-up request's window passes
-        attack = subprocess.run([args.vegeta, "attack", f"-rate={args.rate}/s", f"-duration={args.moderate_seconds}s", "-keepalive=true"],
-                                input=f"GET {url}\n".encode(), capture_output=True, check=True).stdout
+
+        def attack(seconds: int) -> bytes:
+            return subprocess.run([args.vegeta, "attack", f"-rate={args.rate}/s", f"-duration={seconds}s", "-keepalive=true"],
+                                  input=f"GET {url}\n".encode(), capture_output=True, check=True,
+                                  env=dict(os.environ, GOGC="off")).stdout
+
+        if args.warmup_seconds > 0:
+            attack(args.warmup_seconds)
+        results_bytes = attack(args.moderate_seconds)
     finally:
         stop(proc, log)
     results = tmp / f"{variant}.{round_}.vegeta"
-    results.write_bytes(attack)
+    results.write_bytes(results_bytes)
     report = json.loads(subprocess.run([args.vegeta, "report", "-type=json", str(results)], capture_output=True, check=True).stdout)
     codes = report.get("status_codes") or {}
     # How rl decided what the app served (warm-up included): a mode other than `lease` was a
@@ -176,6 +187,7 @@ def main() -> None:
     p.add_argument("--rate", type=int, default=50, help="moderate load, requests per second (default: half the default limit)")
     p.add_argument("--moderate-seconds", type=int, default=10)
     p.add_argument("--rounds", type=int, default=6)
+    p.add_argument("--warmup-seconds", type=int, default=2, help="moderate load: seconds of the same load before each measured run")
     p.add_argument("--vegeta", default=os.environ.get("VEGETA", "vegeta"))
     args = p.parse_args()
     phases = args.phases.split(",")
@@ -200,9 +212,11 @@ def main() -> None:
 
 
 def moderate_phase(args: argparse.Namespace, redis_url: str, tmp: Path) -> None:
-    samples: dict[str, list[dict]] = {v: [] for v in args.only}  # type: ignore[type-arg]
+    # Each framework's app without a limiter again, right after the first: the A/A control.
+    variants = [w for v in args.only for w in ([v, f"{v}-again"] if v.endswith("-none") else [v])]
+    samples: dict[str, list[dict]] = {v: [] for v in variants}  # type: ignore[type-arg]
     for round_ in range(args.rounds):
-        for v in args.only:
+        for v in variants:
             samples[v].append(moderate(v, args, redis_url, tmp, round_))
             print(f"  moderate {v}: P99 {samples[v][-1]['p99']:.2f} ms", file=sys.stderr, flush=True)
 
@@ -219,7 +233,7 @@ def moderate_phase(args: argparse.Namespace, redis_url: str, tmp: Path) -> None:
     pooled = {v: latencies(args.vegeta, [r["results"] for r in s]) for v, s in samples.items()}
     p99 = {v: lat["99th"] / 1e6 for v, lat in pooled.items()}
     print(f"\nModerate load: one key, vegeta at a fixed {args.rate} req/s (open loop; below the limit {args.policy}, so all admitted), "
-          f"{args.rounds} rounds of {args.moderate_seconds}s per app taken in turns; P50/P99 of all rounds' requests together; "
+          f"{args.rounds} rounds of {args.moderate_seconds}s per app taken in turns, after {args.warmup_seconds}s of the same load not measured; P50/P99 of all rounds' requests together; "
           f"load avg {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores")
     print("| app | requests | 200 | P50 ms | P99 ms | added to the app's P99 | P99 per round (median) | rl modes of served |")
     print("|---|---:|---:|---:|---:|---:|---:|---|")
