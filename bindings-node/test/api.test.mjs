@@ -129,7 +129,7 @@ test('a Redis error (wrong type at the key) rejects with BackendError', async ()
     assert.ok(e instanceof BackendError, `${e.name}: ${e.message}`)
     assert.ok(e instanceof LimiterError)
     assert.equal(e.code, 'ERR_RL_BACKEND')
-    // The script names the key (Redis's own WRONGTYPE error names none).
+    // The core names the key: Redis's own WRONGTYPE error names none.
     assert.ok(e.message.includes(`rl:{${key}} holds something that is not an rl window`), e.message)
     return true
   })
