@@ -7,11 +7,14 @@
 //    the app's capacity: P50/P99 per app and what the limiter adds to the app's P99, judged on
 //    the P99 of every round's requests pooled (a P99 of one short round is its ~25th worst
 //    request, which a single scheduler hiccup moves; the per-round values are shown beside it).
-//    Each app first gets BENCH_WARMUP_SECONDS of the same load, not measured (its JIT warms up on
-//    the path the measured requests take); vegeta runs with GOGC=off (its own garbage collector's
-//    pauses land in every app's tail otherwise); and each framework's app without a limiter runs
-//    twice per round (the "again" row, an A/A control): the gap between the two is the noise
-//    floor any "added to the app's P99" is to be read against.
+//    Each app first gets BENCH_WARMUP_SECONDS (15) of the same load, not measured: V8 is still
+//    compiling the request path's functions seconds after start, and a tail measured then is the
+//    JIT's, more so the more JavaScript a request runs (Fastify, 6 rounds in one run: bare P99
+//    0.38 ms after 2 s, 0.33 ms after 15 s; with rl on memory:// 0.52 and 0.38 ms). vegeta runs
+//    with GOGC=off (its own garbage collector's pauses land in every app's tail otherwise), and
+//    each framework's app without a limiter runs twice per round (the "again" row, an A/A
+//    control): the gap between the two is the noise floor any "added to the app's P99" is to be
+//    read against.
 // BENCH_BASELINE=<dir>: also runs the rl middleware from another checkout's bindings-node (its
 // JavaScript, with this build's addon), to compare a change side by side in one run.
 import { execFileSync, spawn } from 'node:child_process'
@@ -33,7 +36,7 @@ const WINDOW_MS = Number(process.env.WINDOW_MS ?? 1000)
 // thousand req/s on a loaded 2-core machine), so the latency measured is the app's, not a queue's.
 const RATE = Number(process.env.BENCH_RATE ?? Math.floor((LIMIT * 1000) / WINDOW_MS / 2))
 const MODERATE_SECONDS = Number(process.env.BENCH_MODERATE_SECONDS ?? 5)
-const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 2)
+const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 15)
 // A tail latency on a shared machine swings by 2x from one round to the next: the apps take turns
 // (round-robin) for this many rounds, and the table gives each app's P50 and P99 over all its
 // rounds' requests together (vegeta report of every round's results), and each round's P99.
