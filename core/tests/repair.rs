@@ -121,6 +121,46 @@ fn the_failover_part_adds_only_the_buckets_the_new_primary_lacks() {
 }
 
 #[test]
+fn a_bucket_reported_from_the_future_counts_at_the_scripts_now() {
+    let server = server();
+    let l = blocking_with(&server, strict());
+    let key = l.redis_key("future");
+    let before = l.peek("future", 100, 60_000).unwrap().now_ms;
+    // An instance whose clock ran ahead: its permits are counted at Redis's now (later than they
+    // were admitted, so in every window they belong to), not dropped and not left in the future.
+    assert_eq!(
+        repair(
+            &server,
+            &key,
+            "a",
+            "",
+            &[],
+            "run-1",
+            &[(before + 100_000, 3)]
+        ),
+        (0, 3)
+    );
+    let RespValue::Bulk(head) = cmd(&server, &[b"LINDEX", &key, b"0"]) else {
+        panic!("the repair made no window")
+    };
+    let bucket = f64::from_be_bytes(head[8..16].try_into().unwrap()) as u64;
+    // Redis's clock, not a decision's `now_ms` (a decision moves its now up to a future bucket).
+    let RespValue::Array(t) = cmd(&server, &[b"TIME"]) else {
+        panic!("TIME")
+    };
+    let secs = |v: &RespValue| match v {
+        RespValue::Bulk(b) => std::str::from_utf8(b).unwrap().parse::<u64>().unwrap(),
+        other => panic!("TIME: {other:?}"),
+    };
+    let redis_now = secs(&t[0]) * 1000 + secs(&t[1]) / 1000;
+    assert!(
+        (before..=redis_now).contains(&bucket),
+        "the bucket is at the script's now, between {before} and {redis_now}: {bucket}"
+    );
+    assert_eq!(l.peek("future", 100, 60_000).unwrap().used, 3);
+}
+
+#[test]
 fn a_partly_replicated_bucket_is_topped_up_to_what_the_instances_saw() {
     let server = server();
     let l = blocking_with(&server, strict());
