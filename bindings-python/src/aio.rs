@@ -4,7 +4,7 @@
 //! half (`rl/__init__.py`); the methods here only move data.
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::{PyBytes, PyDict, PyTuple};
 
 use rl_core::unwind::{test_panic, TestPanic};
 
@@ -14,6 +14,7 @@ use crate::convert::{self, Arg};
 use crate::decision::Decision;
 use crate::errors;
 use crate::open::open;
+use crate::prepared::{self, Call};
 use crate::slot::Slot;
 use crate::stats::Stats;
 
@@ -94,6 +95,32 @@ impl AsyncCore {
                 let r = l.acquire_all(&rules, group.as_deref()).await;
                 test_panic(TestPanic::Future, &first);
                 r.map(Outcome::Composite)
+            })
+        })
+    }
+
+    #[pyo3(signature = (bridge, fut, policies, key, cost = Arg::Absent, group = None), text_signature = "(self, bridge, fut, policies, key, cost=1, group=None)")]
+    #[allow(clippy::too_many_arguments)]
+    fn acquire_policies<'py>(
+        &self,
+        py: Python<'py>,
+        bridge: &Bound<'py, Bridge>,
+        fut: &Bound<'py, PyAny>,
+        policies: &Bound<'py, PyAny>,
+        key: &Bound<'py, PyAny>,
+        cost: Arg<'py>,
+        group: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        errors::guard(py, || {
+            let call = Call::new(policies, key, &cost, group)?;
+            let l = self.slot.get(py, WHAT)?.as_async().clone();
+            let first = call.first_key();
+            test_panic(TestPanic::Caller, &first);
+            bridge.get().start(py, fut, async move {
+                let r = l.acquire_all(&call.rules, call.group.as_deref()).await;
+                test_panic(TestPanic::Future, &first);
+                let (c, response) = call.respond(r?)?;
+                Ok(Outcome::Responded(c, response))
             })
         })
     }
@@ -221,6 +248,27 @@ impl AsyncCore {
             l.acquire_all(&rules, group.as_deref())
                 .map(CompositeDecision::from)
                 .map_err(|e| errors::to_py(py, e))
+        })
+    }
+
+    #[pyo3(signature = (policies, key, cost = Arg::Absent, group = None), text_signature = "(self, policies, key, cost=1, group=None)")]
+    fn decide_acquire_policies<'py>(
+        &self,
+        py: Python<'py>,
+        policies: &Bound<'py, PyAny>,
+        key: &Bound<'py, PyAny>,
+        cost: Arg<'py>,
+        group: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        errors::guard(py, || {
+            let call = Call::new(policies, key, &cost, group)?;
+            let l = self.slot.get(py, WHAT)?;
+            test_panic(TestPanic::Caller, &call.first_key());
+            let (c, response) = l
+                .acquire_all(&call.rules, call.group.as_deref())
+                .and_then(|c| call.respond(c))
+                .map_err(|e| errors::to_py(py, e))?;
+            prepared::responded(py, c, response)
         })
     }
 

@@ -42,7 +42,21 @@ use crate::lifecycle;
 pub(crate) enum Outcome {
     Decision(rl_core::Decision),
     Composite(rl_core::CompositeDecision),
+    /// `acquire_policies`: the decision and the response the core rendered for it.
+    Responded(rl_core::CompositeDecision, rl_core::headers::Response),
     Done,
+}
+
+impl Outcome {
+    /// The Python value a call resolves to.
+    pub(crate) fn into_py(self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        Ok(match self {
+            Outcome::Decision(d) => Py::new(py, Decision::from(d))?.into_any(),
+            Outcome::Composite(c) => Py::new(py, CompositeDecision::from(c))?.into_any(),
+            Outcome::Responded(c, r) => crate::prepared::responded(py, c, r)?.into_any().unbind(),
+            Outcome::Done => py.None(),
+        })
+    }
 }
 
 /// A call's result, or the message of the panic that ended it.
@@ -176,28 +190,12 @@ impl Bridge {
                 continue;
             };
             let item = match r {
-                Ok(Ok(Outcome::Decision(d))) => PyTuple::new(
+                Ok(Ok(outcome)) => PyTuple::new(
                     py,
                     [
                         fut.into_any(),
                         true.into_pyobject(py)?.to_owned().into_any().unbind(),
-                        Py::new(py, Decision::from(d))?.into_any(),
-                    ],
-                )?,
-                Ok(Ok(Outcome::Composite(c))) => PyTuple::new(
-                    py,
-                    [
-                        fut.into_any(),
-                        true.into_pyobject(py)?.to_owned().into_any().unbind(),
-                        Py::new(py, CompositeDecision::from(c))?.into_any(),
-                    ],
-                )?,
-                Ok(Ok(Outcome::Done)) => PyTuple::new(
-                    py,
-                    [
-                        fut.into_any(),
-                        true.into_pyobject(py)?.to_owned().into_any().unbind(),
-                        py.None(),
+                        outcome.into_py(py)?,
                     ],
                 )?,
                 Ok(Err(e)) => PyTuple::new(
@@ -246,13 +244,7 @@ impl Bridge {
         });
         match started.map_err(|e| errors::to_py(py, e))? {
             Started::Spawned => Ok(fut.clone()),
-            Started::Ready(Ok(Ok(Outcome::Decision(d)))) => {
-                Ok(Bound::new(py, Decision::from(d))?.into_any())
-            }
-            Started::Ready(Ok(Ok(Outcome::Composite(c)))) => {
-                Ok(Bound::new(py, CompositeDecision::from(c))?.into_any())
-            }
-            Started::Ready(Ok(Ok(Outcome::Done))) => Ok(py.None().into_bound(py)),
+            Started::Ready(Ok(Ok(outcome))) => Ok(outcome.into_py(py)?.into_bound(py)),
             Started::Ready(Ok(Err(e))) => Err(errors::to_py(py, e)),
             Started::Ready(Err(panic)) => Err(errors::panicked(py, panic)),
         }

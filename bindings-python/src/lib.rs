@@ -13,6 +13,7 @@ mod lifecycle;
 mod open;
 mod options;
 mod policies;
+mod prepared;
 mod slot;
 mod stats;
 mod sync;
@@ -30,6 +31,8 @@ fn _rl(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(policies::parse_policies, m)?)?;
     m.add_function(wrap_pyfunction!(policies::render_headers, m)?)?;
     m.add_function(wrap_pyfunction!(policies::problem_body, m)?)?;
+    m.add_class::<prepared::PreparedPolicies>()?;
+    m.add_function(wrap_pyfunction!(prepared::prepare_policies, m)?)?;
     m.add(
         "PROBLEM_CONTENT_TYPE",
         rl_core::headers::PROBLEM_CONTENT_TYPE,

@@ -146,21 +146,7 @@ pub(crate) fn render_headers<'py>(
     style: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyList>> {
     errors::guard(py, || {
-        let style = match style {
-            None => HeaderStyle::default(),
-            Some(s) if s.is_none() => HeaderStyle::default(),
-            Some(s) => {
-                let name = convert::str_arg("style", s)?;
-                HeaderStyle::from_name(&name).ok_or_else(|| {
-                    let known: Vec<&str> = HeaderStyle::ALL.iter().map(|s| s.as_str()).collect();
-                    errors::invalid(
-                        py,
-                        "style",
-                        format!("is {:?}; use one of {}", name, known.join(", ")),
-                    )
-                })?
-            }
-        };
+        let style = style_arg(py, style)?;
         let d = decision.get();
         let fields = with_policies(py, policies, d, |pairs| {
             render(pairs, d.inner.allowed, d.inner.retry_after_ms, style)
@@ -179,6 +165,26 @@ pub(crate) fn render_headers<'py>(
             .collect::<PyResult<_>>()?;
         PyList::new(py, items)
     })
+}
+
+/// A header style by name ("ietf", the default for None, "legacy", "both", "none"); errors name
+/// `style`.
+pub(crate) fn style_arg(py: Python<'_>, style: Option<&Bound<'_, PyAny>>) -> PyResult<HeaderStyle> {
+    match style {
+        None => Ok(HeaderStyle::default()),
+        Some(s) if s.is_none() => Ok(HeaderStyle::default()),
+        Some(s) => {
+            let name = convert::str_arg("style", s)?;
+            HeaderStyle::from_name(&name).ok_or_else(|| {
+                let known: Vec<&str> = HeaderStyle::ALL.iter().map(|s| s.as_str()).collect();
+                errors::invalid(
+                    py,
+                    "style",
+                    format!("is {:?}; use one of {}", name, known.join(", ")),
+                )
+            })
+        }
+    }
 }
 
 /// The RFC 9457 body (JSON text, `rl.PROBLEM_CONTENT_TYPE`) of a 429 for a denied `acquire_all`

@@ -2,7 +2,7 @@
 //! many Python threads share one limiter (and its one multiplexed connection) concurrently.
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::{PyBytes, PyDict, PyTuple};
 
 use rl_core::unwind::{test_panic, TestPanic};
 
@@ -12,6 +12,7 @@ use crate::decision::Decision;
 use crate::errors;
 use crate::lifecycle;
 use crate::open::open;
+use crate::prepared::{self, Call};
 use crate::slot::Slot;
 use crate::stats::Stats;
 
@@ -100,6 +101,36 @@ impl Limiter {
             };
             r.map(CompositeDecision::from)
                 .map_err(|e| errors::to_py(py, e))
+        })
+    }
+
+    /// One rule per policy of `policies` (from `rl.prepare_policies`) on `key`, each taking
+    /// `cost`, decided like `acquire_all`; returns `(decision, headers, body)`: the
+    /// `CompositeDecision`, the response fields as `(name, value)` pairs and, on a denial, the
+    /// `application/problem+json` body (else None), rendered by the core with the decision.
+    #[pyo3(signature = (policies, key, cost = Arg::Absent, group = None), text_signature = "(self, policies, key, cost=1, group=None)")]
+    fn acquire_policies<'py>(
+        &self,
+        py: Python<'py>,
+        policies: &Bound<'py, PyAny>,
+        key: &Bound<'py, PyAny>,
+        cost: Arg<'py>,
+        group: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        errors::guard(py, || {
+            let call = Call::new(policies, key, &cost, group)?;
+            let l = self.slot.get(py, WHAT)?;
+            test_panic(TestPanic::Caller, &call.first_key());
+            let g = call.group.as_deref();
+            let r = if self.slot.memory {
+                l.acquire_all(&call.rules, g)
+            } else {
+                lifecycle::detached(py, || l.acquire_all(&call.rules, g))
+            };
+            let (c, response) = r
+                .and_then(|c| call.respond(c))
+                .map_err(|e| errors::to_py(py, e))?;
+            prepared::responded(py, c, response)
         })
     }
 

@@ -27,6 +27,7 @@ def sync_use(url: str) -> bool:
         lim.acquire(42, 10, 1000)  # type: ignore[arg-type]
         lim.acquire("k", 10, 1000, 500)
         rl.Limiter(url, "app:")  # type: ignore[misc]
+        assert_type(lim.acquire_policies(rl.prepare_policies("10/s"), "k", group="g")[0].allowed, bool)
         d.allowed = False  # type: ignore[misc]
         return d.allowed
 
@@ -65,6 +66,14 @@ async def async_use(url: str) -> int:
         assert_type(await t, rl.Decision)
         assert_type(await lim.reset("k"), None)
         await lim.ping()
+        prepared = rl.prepare_policies("burst: 100/s; 5000/h", "both")
+        assert_type(prepared, rl.PreparedPolicies)
+        decision, fields, body = await lim.acquire_policies(prepared, "ip:1.2.3.4", cost=2)
+        assert_type(decision, rl.CompositeDecision)
+        assert_type(fields, "list[tuple[str, str]]")
+        assert_type(body, "str | None")
+        rl.prepare_policies("1/s", "draft")  # type: ignore[arg-type]
+        await lim.acquire_policies(rl.parse_policies("1/s"), "k")  # type: ignore[arg-type]
         await lim.aclose()
         return d.remaining
 

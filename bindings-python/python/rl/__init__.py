@@ -20,7 +20,7 @@ import asyncio
 import weakref
 from asyncio import AbstractEventLoop, get_running_loop
 from types import TracebackType
-from typing import TYPE_CHECKING, Dict, Literal, Optional, Tuple, Type, Union
+from typing import TYPE_CHECKING, Dict, List, Literal, Optional, Tuple, Type, Union
 
 from ._errors import (
     BackendError,
@@ -47,10 +47,12 @@ from ._rl import (
     Decision,
     Limiter,
     Policy,
+    PreparedPolicies,
     Rule,
     Stats,
     __version__,
     parse_policies,
+    prepare_policies,
     problem_body,
     render_headers,
 )
@@ -82,11 +84,13 @@ __all__ = [
     "NativePanicError",
     "PROBLEM_CONTENT_TYPE",
     "Policy",
+    "PreparedPolicies",
     "RateLimitError",
     "Rule",
     "Stats",
     "__version__",
     "parse_policies",
+    "prepare_policies",
     "problem_body",
     "render_headers",
 ]
@@ -199,6 +203,20 @@ class AsyncLimiter:
         fut: "asyncio.Future[CompositeDecision]" = loop.create_future()
         r = self._core.acquire_all(bridge, fut, rules, group)
         return r if isinstance(r, CompositeDecision) else await r
+
+    async def acquire_policies(
+        self, policies: PreparedPolicies, key: Key, cost: int = 1, group: Optional[Key] = None
+    ) -> "Tuple[CompositeDecision, List[Tuple[str, str]], Optional[str]]":
+        """One rule per policy of ``policies`` (from :func:`prepare_policies`) on ``key``, decided
+        like :meth:`acquire_all`, and the response the core renders for it: ``(decision, headers,
+        body)`` (see :meth:`Limiter.acquire_policies`). A middleware's check in one call."""
+        if self._memory:
+            return self._core.decide_acquire_policies(policies, key, cost, group)  # type: ignore[no-any-return]
+        loop = get_running_loop()
+        bridge = self._bridge_for(loop)
+        fut: "asyncio.Future[Tuple[CompositeDecision, List[Tuple[str, str]], Optional[str]]]" = loop.create_future()
+        r = self._core.acquire_policies(bridge, fut, policies, key, cost, group)
+        return r if isinstance(r, tuple) else await r  # type: ignore[no-any-return]
 
     async def peek(self, key: Key, limit: int, window_ms: int) -> Decision:
         """The window's state without taking anything; ``allowed`` tells whether one permit

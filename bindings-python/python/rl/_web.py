@@ -1,7 +1,8 @@
 """What every HTTP integration shares (rl.starlette, rl.fastapi, rl.flask), free of any
-framework: the client address behind a trusted proxy, policies from text, the rules of one
-request, and the fail-open / fail-closed choice. The numbers, header syntax and problem body are
-the core's (rl.render_headers, rl.problem_body); nothing here recomputes them.
+framework: the client address behind a trusted proxy and the fail-open / fail-closed choice.
+The policies are checked once by ``rl.prepare_policies``, and each request's decision, header
+fields and problem body come from one ``acquire_policies`` call: the core's numbers and syntax;
+nothing here recomputes them.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import logging
 import typing as t
 
 from ._errors import InvalidArgument, RateLimitError
-from ._rl import CompositeDecision, Policy, Rule, parse_policies, problem_body, render_headers
+from ._rl import Policy
 
 #: What a request gets when the limiter raises (Redis unreachable with ``local_fallback=False``,
 #: a closed limiter ...): "open" serves it without rate-limit fields and logs a warning on the
@@ -25,13 +26,6 @@ _Fields = t.List[t.Tuple[str, str]]
 log = logging.getLogger("rl")
 
 UNAVAILABLE_BODY = "rate limiter unavailable\n"
-
-
-def policies_of(policies: _Policies) -> t.List[Policy]:
-    """A policy string (``"burst: 100/s; 5000/h"``, parsed by the core) or policies as given."""
-    if isinstance(policies, str):
-        return parse_policies(policies)
-    return list(policies)
 
 
 def check_on_error(on_error: str) -> _OnError:
@@ -51,19 +45,6 @@ def client_address(peer: t.Optional[str], forwarded: t.Optional[str], hops: int)
         if entries:
             return entries[-min(hops, len(entries))]
     return peer or "unknown"
-
-
-def rules_for(policies: t.Sequence[Policy], key: str, cost: int) -> t.List[Rule]:
-    """One rule per policy on one key: one Redis window checked against every policy."""
-    return [Rule.from_policy(p, key, cost) for p in policies]
-
-
-def fields_of(policies: t.Sequence[Policy], decision: CompositeDecision, style: _HeaderStyle) -> _Fields:
-    return render_headers(policies, decision, style)
-
-
-def body_of(policies: t.Sequence[Policy], decision: CompositeDecision) -> bytes:
-    return problem_body(policies, decision).encode()
 
 
 def failed(on_error: _OnError, error: RateLimitError, where: str) -> bool:

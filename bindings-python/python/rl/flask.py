@@ -28,20 +28,16 @@ import typing as t
 import flask as _flask
 from flask.typing import ResponseReturnValue as _RV
 
-from . import CompositeDecision, Limiter, Policy, RateLimitError
+from . import CompositeDecision, Limiter, Policy, RateLimitError, prepare_policies
 from ._rl import PROBLEM_CONTENT_TYPE
 if t.TYPE_CHECKING:
     from ._web import _HeaderStyle, _OnError
 from ._web import (
     UNAVAILABLE_BODY,
     _Policies,
-    body_of,
     check_on_error,
     client_address,
     failed,
-    fields_of,
-    policies_of,
-    rules_for,
 )
 
 __all__ = ["RateLimiter", "client_ip", "route_key", "user_key"]
@@ -92,7 +88,9 @@ class _Limit:
         on_denied: t.Optional[Denied],
     ) -> None:
         self.owner = owner
-        self.policies: t.List[Policy] = policies_of(policies)
+        # Checked once here (policies and the owner's header style); a request is then one call.
+        self.prepared = prepare_policies(policies, owner.header_style)
+        self.policies: t.List[Policy] = self.prepared.policies
         self.scope = scope
         self.key = key
         self.cost = cost
@@ -107,21 +105,19 @@ class _Limit:
             return None
         identity = (self.key or o.key)()
         cost = self.cost() if self.cost is not None else 1
-        rules = rules_for(self.policies, f"{scope or self.scope}:{identity}", cost)
         try:
-            decision = o.limiter.acquire_all(rules, o.group)
+            decision, fields, body = o.limiter.acquire_policies(self.prepared, f"{scope or self.scope}:{identity}", cost, o.group)
         except RateLimitError as e:
             if failed(o.on_error, e, _flask.request.path):
                 return _flask.Response(UNAVAILABLE_BODY, status=503, mimetype="text/plain")
             return None
-        fields = fields_of(self.policies, decision, o.header_style)
         _flask.g.rl_decision = decision
         if decision.allowed:
             _flask.g.setdefault("_rl_fields", []).extend(fields)
             return None
         denied = self.on_denied or o.on_denied
         out: t.Any = denied(_flask.request, decision) if denied is not None else None
-        resp = o.app_response(out) if out is not None else _flask.Response(body_of(self.policies, decision), status=429, mimetype=PROBLEM_CONTENT_TYPE)
+        resp = o.app_response(out) if out is not None else _flask.Response(body, status=429, mimetype=PROBLEM_CONTENT_TYPE)
         for name, value in fields:
             resp.headers.add(name, value)
         return resp

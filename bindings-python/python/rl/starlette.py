@@ -31,20 +31,16 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from . import AsyncLimiter, CompositeDecision, Policy, RateLimitError
+from . import AsyncLimiter, CompositeDecision, Policy, RateLimitError, prepare_policies
 from ._rl import PROBLEM_CONTENT_TYPE
 if t.TYPE_CHECKING:
     from ._web import _HeaderStyle, _OnError
 from ._web import (
     UNAVAILABLE_BODY,
     _Policies,
-    body_of,
     check_on_error,
     client_address,
     failed,
-    fields_of,
-    policies_of,
-    rules_for,
 )
 
 __all__ = ["Limit", "RateLimitMiddleware", "client_ip", "route_key", "user_key"]
@@ -115,7 +111,9 @@ class Limit:
         scope: str = "global",
         group: t.Optional[str] = None,
     ) -> None:
-        self.policies: t.List[Policy] = policies_of(policies)
+        # Checked once here (policies and header style); a request is then one native call.
+        self.prepared = prepare_policies(policies, header_style)
+        self.policies: t.List[Policy] = self.prepared.policies
         self.limiter = limiter
         self.key = key or client_ip(trusted_proxy_header, trusted_hops)
         self.cost = cost
@@ -140,18 +138,25 @@ class Limit:
         """``(decision, fields, denial)``: the decision (None if exempt or the limiter failed
         open), the fields for the response, and the response to send instead of the app's.
         ``scope`` overrides the configured one (a per-route limit's route)."""
-        if self.exempt is not None and await _value(self.exempt(request)):
-            return None, [], None
-        identity = str(await _value(self.key(request)))
-        cost = int(await _value(self.cost(request))) if self.cost is not None else 1
-        rules = rules_for(self.policies, f"{scope or self.scope}:{identity}", cost)
+        if self.exempt is not None:
+            skip = self.exempt(request)
+            if skip if not inspect.isawaitable(skip) else await skip:
+                return None, [], None
+        identity = self.key(request)
+        if inspect.isawaitable(identity):
+            identity = await identity
+        cost = 1
+        if self.cost is not None:
+            c = self.cost(request)
+            cost = int(await c if inspect.isawaitable(c) else c)
         try:
-            decision = await self.limiter_for(request).acquire_all(rules, self.group)
+            decision, fields, body = await self.limiter_for(request).acquire_policies(
+                self.prepared, f"{scope or self.scope}:{identity}", cost, self.group
+            )
         except RateLimitError as e:
             if failed(self.on_error, e, request.url.path):
                 return None, [], Response(UNAVAILABLE_BODY, status_code=503, media_type="text/plain")
             return None, [], None
-        fields = fields_of(self.policies, decision, self.header_style)
         request.state.rl_decision = decision
         if decision.allowed:
             return decision, fields, None
@@ -159,7 +164,7 @@ class Limit:
         if self.on_denied is not None:
             denial = await _value(self.on_denied(request, decision))
         if denial is None:
-            denial = Response(body_of(self.policies, decision), status_code=429, media_type=PROBLEM_CONTENT_TYPE)
+            denial = Response(body, status_code=429, media_type=PROBLEM_CONTENT_TYPE)
         for name, value in fields:
             denial.headers.append(name, value)
         return decision, fields, denial
