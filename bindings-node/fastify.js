@@ -5,30 +5,67 @@
 // optional peer dependencies; the core package never loads this file.
 
 const fp = require('fastify-plugin')
-const { keys, configure, check, failure, PROBLEM_CONTENT_TYPE } = require('./middleware.js')
+const { keys, configure, check, failure, resolved, PROBLEM_CONTENT_TYPE } = require('./middleware.js')
 
-/** The onRequest hook that limits one route's requests by `cfg`. */
+/**
+ * The onRequest hook that limits one route's requests by `cfg`. Callback style, not async: a
+ * request decided in place (a lease, the memory backend) then makes no promise at all. It never
+ * returns a value (a returned promise or reply would make Fastify continue a second time).
+ */
 function hook(cfg) {
-  return async function rlRateLimit(request, reply) {
-    let result
-    try {
-      result = await check(cfg, request)
-    } catch (err) {
-      const outcome = failure(cfg, err, request)
-      if (outcome === 'open') return
-      throw outcome
+  function fail(request, done, err) {
+    const outcome = failure(cfg, err, request)
+    if (outcome === 'open') done()
+    else done(outcome)
+  }
+  function respond(request, reply, done, result) {
+    if (result === null) {
+      done()
+      return
     }
-    if (result === null) return
     const { decision, headers } = result
     request.rateLimit = decision
     for (let i = 0; i < headers.length; i += 2) reply.header(headers[i], headers[i + 1])
-    if (decision.allowed) return
-    if (cfg.onDenied) {
-      await cfg.onDenied(request, reply, decision)
-      if (reply.sent) return reply
+    if (decision.allowed) {
+      done()
+      return
     }
-    reply.code(429).type(PROBLEM_CONTENT_TYPE).send(result.body)
-    return reply
+    if (!cfg.onDenied) {
+      reply.code(429).type(PROBLEM_CONTENT_TYPE).send(result.body)
+      return
+    }
+    // A hook that answers does not call done; an error from onDenied goes to Fastify's handler.
+    Promise.resolve()
+      .then(() => cfg.onDenied(request, reply, decision))
+      .then(
+        () => {
+          if (!reply.sent) reply.code(429).type(PROBLEM_CONTENT_TYPE).send(result.body)
+        },
+        (err) => done(err),
+      )
+  }
+  return function rlRateLimit(request, reply, done) {
+    let result
+    try {
+      result = check(cfg, request)
+    } catch (err) {
+      fail(request, done, err)
+      return
+    }
+    if (!resolved(result)) {
+      respond(request, reply, done, result)
+      return
+    }
+    result.then(
+      (r) => {
+        try {
+          respond(request, reply, done, r)
+        } catch (err) {
+          done(err)
+        }
+      },
+      (err) => fail(request, done, err),
+    )
   }
 }
 

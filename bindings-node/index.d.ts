@@ -18,12 +18,12 @@ export declare class NativeLimiter {
   acquireAll(keys: Array<string | Buffer>, nums: Array<number>, group?: string | Buffer | undefined | null): Promise<object>
   /**
    * `url`: `redis://...`, `rediss://...`, `memory://` or null/undefined (memory). `options`:
-   * the caller's options object, camelCase keys. `makeError`/`makeDecision`/`makeComposite`:
-   * see `Factories`;
+   * the caller's options object, camelCase keys. `makeError`/`makeDecision`/`makeComposite`
+   * and `scratch` (the numbers `makeComposite` reads): see `Factories`;
    * `wake`: any function (the threadsafe function's target, called once per batch of settled
    * calls).
    */
-  constructor(url: string | undefined | null, options: object, makeError: (code: string, message: string, argument: string | null, details: number[]) => Error, makeDecision: (allowed: boolean, remaining: number, used: number, retryAfterMs: number, resetAfterMs: number, mode: number | string, nowMs: number) => NativeDecision, makeComposite: (allowed: boolean, retryAfterMs: number, mode: number | string, nowMs: number, decisions: NativeDecision[], headers?: string[], body?: string) => object, wake: () => void)
+  constructor(url: string | undefined | null, options: object, makeError: (code: string, message: string, argument: string | null, details: number[]) => Error, makeDecision: (allowed: boolean, remaining: number, used: number, retryAfterMs: number, resetAfterMs: number, mode: number | string, nowMs: number) => NativeDecision, makeComposite: (pairs: number, body?: string, ...headers: string[]) => object, wake: () => void, scratch: Float64Array)
   /** `"redis"` or `"memory"`; `"closed"` after `close()`. */
   get backend(): string
   get closed(): boolean
@@ -59,6 +59,12 @@ export declare class NativeLimiter {
    * the problem body on a denial, else undefined.
    */
   acquirePolicies(policies: NativePolicies, key: string | Buffer, cost: number, group?: string | Buffer | undefined | null): Promise<{ decision: object, headers: string[], body?: string }>
+  /**
+   * `acquirePolicies` for the middleware: the same call, but a request decided at once (from a
+   * lease, the denial cache, the memory backend) gets `{ decision, headers, body }` itself,
+   * not a promise; one that waits on Redis, or fails, gets a promise.
+   */
+  acquirePoliciesNow(policies: NativePolicies, key: string | Buffer, cost: number, group?: string | Buffer | undefined | null): { decision: object, headers: string[], body?: string } | Promise<{ decision: object, headers: string[], body?: string }>
 }
 
 /** A policy string or a list of policies, with a header style: what a middleware limits by. */

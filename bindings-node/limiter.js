@@ -5,6 +5,7 @@
 // option table; number shapes, ranges and every other rule are checked in Rust.
 
 const { NativeLimiter, NativePolicies, modes, parsePolicies: nativeParsePolicies, renderHeaders: nativeRenderHeaders, problemBody: nativeProblemBody } = require('./index.js')
+const { decideNow } = require('./internal.js')
 
 /** Errors that a call on a valid limiter can end with (backend, clock skew, closed). */
 class LimiterError extends Error {
@@ -125,13 +126,29 @@ function makeDecision(allowed, remaining, used, retryAfterMs, resetAfterMs, mode
   return { allowed, remaining, used, retryAfterMs, resetAfterMs, mode: typeof mode === 'number' ? MODES[mode] : mode, nowMs }
 }
 
+// The numbers of a composite decision, written by the native layer right before it calls
+// makeComposite (no JavaScript value per number): allowed, retryAfterMs, mode, nowMs, the number
+// of rules, then per rule allowed, remaining, used, retryAfterMs, resetAfterMs, mode, nowMs.
+// Larger than V8 keeps on its heap (the native layer holds its address), and larger than any
+// call needs (at most 16 rules).
+const SCRATCH = new Float64Array(5 + 7 * 64)
+
 /**
- * Builds acquireAll's CompositeDecision, or with `headers` acquirePolicies' `{ decision, headers,
- * body }` (`body` only on a denial); called by the native layer for every settled composite call.
+ * Builds acquireAll's CompositeDecision (`pairs` -1), or acquirePolicies' `{ decision, headers,
+ * body }` with `pairs` header fields given as name, value... (`body` only on a denial), from
+ * SCRATCH; called by the native layer for every settled composite call.
  */
-function makeComposite(allowed, retryAfterMs, mode, nowMs, decisions, headers, body) {
-  const decision = { allowed, retryAfterMs, mode: typeof mode === 'number' ? MODES[mode] : mode, nowMs, decisions }
-  if (headers === undefined) return decision
+function makeComposite(pairs, body, n0, v0, n1, v1, n2, v2, n3, v3, n4, v4, n5, v5) {
+  const s = SCRATCH
+  const count = s[4]
+  const decisions = new Array(count)
+  for (let i = 0, o = 5; i < count; i++, o += 7) {
+    decisions[i] = { allowed: s[o] === 1, remaining: s[o + 1], used: s[o + 2], retryAfterMs: s[o + 3], resetAfterMs: s[o + 4], mode: MODES[s[o + 5]], nowMs: s[o + 6] }
+  }
+  const decision = { allowed: s[0] === 1, retryAfterMs: s[1], mode: MODES[s[2]], nowMs: s[3], decisions }
+  if (pairs < 0) return decision
+  const headers = [n0, v0, n1, v1, n2, v2, n3, v3, n4, v4, n5, v5]
+  headers.length = 2 * pairs
   return body === undefined ? { decision, headers } : { decision, headers, body }
 }
 
@@ -330,7 +347,7 @@ class Limiter {
     if (url !== undefined && url !== null && typeof url !== 'string') {
       throw new InvalidArgumentTypeError('url', `must be of type string. Received ${describe(url)}`)
     }
-    this.#native = new NativeLimiter(url ?? undefined, optionsArg(options), makeError, makeDecision, makeComposite, noop)
+    this.#native = new NativeLimiter(url ?? undefined, optionsArg(options), makeError, makeDecision, makeComposite, noop, SCRATCH)
   }
 
   /** `'redis'` or `'memory'` (`'closed'` after `close()`). */
@@ -407,6 +424,19 @@ class Limiter {
     } catch (e) {
       return Promise.reject(e)
     }
+  }
+
+  /**
+   * For rl-limiter/express and rl-limiter/fastify (internal): `acquirePolicies(policies, key,
+   * { cost, group })`, except that a request decided at once (a lease, the denial cache, the
+   * memory backend) gets `{ decision, headers, body }` itself, not a promise, and bad arguments
+   * throw instead of rejecting. A request that waits on Redis, or fails, gets a promise.
+   */
+  [decideNow](policies, key, cost, group) {
+    if (!(policies instanceof NativePolicies)) {
+      throw new InvalidArgumentTypeError('policies', `must be the result of preparePolicies(). Received ${describe(policies)}`)
+    }
+    return this.#native.acquirePoliciesNow(policies, keyArg(key), number(cost, 'options.cost'), group === undefined ? undefined : groupArg(group))
   }
 
   /**

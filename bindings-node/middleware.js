@@ -6,6 +6,7 @@
 // results to the framework.
 
 const { parsePolicies, preparePolicies, PROBLEM_CONTENT_TYPE, InvalidArgumentError, InvalidArgumentTypeError } = require('./limiter.js')
+const { decideNow } = require('./internal.js')
 
 function socketAddress(req) {
   const socket = req.socket ?? (req.raw && req.raw.socket)
@@ -94,8 +95,14 @@ function configure(options) {
   if (typeof failOpen !== 'boolean') throw new InvalidArgumentTypeError('options.failOpen', 'must be a boolean')
   const prefix = options.prefix ?? ''
   if (typeof prefix !== 'string') throw new InvalidArgumentTypeError('options.prefix', 'must be a string')
+  // rl's Limiter decides a request in place when it can (see check); another object with an
+  // acquirePolicies method (a wrapper) is called through that.
+  const decide = typeof limiter[decideNow] === 'function'
+    ? (p, key, cost, group) => limiter[decideNow](p, key, cost, group)
+    : (p, key, cost, group) => limiter.acquirePolicies(p, key, group === undefined ? { cost } : { cost, group })
   return {
     limiter,
+    decide,
     policies,
     prepared,
     headerStyle,
@@ -133,27 +140,33 @@ function resolved(v) {
 }
 
 /**
- * One request's check. Resolves to null when the request is exempt, else to
- * `{ decision, headers, body }` from the core (`headers` flat, `[name, value, ...]`, for allowed
- * and denied requests alike; `body` the problem body of a denial).
+ * One request's check: null when the request is exempt, else `{ decision, headers, body }` from
+ * the core (`headers` flat, `[name, value, ...]`, for allowed and denied requests alike; `body`
+ * the problem body of a denial). The result itself when everything was decided at once (key,
+ * cost and exempt functions that return values, and a decision from a lease, the denial cache or
+ * the memory backend), else a promise of it: a request that needs no Redis round trip makes no
+ * promise and waits for no microtask turn. Throws, or rejects, with the limiter's errors.
  */
-async function check(cfg, req) {
+function check(cfg, req) {
   if (cfg.exempt) {
-    let e = cfg.exempt(req)
-    if (resolved(e)) e = await e
-    if (e) return null
+    const skip = cfg.exempt(req)
+    if (resolved(skip)) return skip.then((s) => (s ? null : decide(cfg, req)))
+    if (skip) return null
   }
-  let key = cfg.key(req)
-  if (resolved(key)) key = await key
-  let cost = cfg.cost
-  if (typeof cost === 'function') {
-    cost = cost(req)
-    if (resolved(cost)) cost = await cost
-  }
+  return decide(cfg, req)
+}
+
+function decide(cfg, req) {
+  const key = cfg.key(req)
+  const cost = typeof cfg.cost === 'function' ? cfg.cost(req) : cfg.cost
+  if (resolved(key) || resolved(cost)) return Promise.all([key, cost]).then(([k, c]) => take(cfg, req, k, c))
+  return take(cfg, req, key, cost)
+}
+
+function take(cfg, req, key, cost) {
   key = typeof key === 'string' ? cfg.prefix + key : key
   const group = typeof cfg.group === 'function' ? cfg.group(req) : cfg.group
-  const options = group === undefined ? (cost === 1 ? undefined : { cost }) : { cost, group }
-  return cfg.limiter.acquirePolicies(cfg.prepared, key, options)
+  return cfg.decide(cfg.prepared, key, cost === undefined ? 1 : cost, group)
 }
 
 /**
@@ -177,5 +190,6 @@ module.exports = {
   configure,
   check,
   failure,
+  resolved,
   PROBLEM_CONTENT_TYPE,
 }

@@ -73,19 +73,29 @@ impl Notifier {
     }
 }
 
+/// The JavaScript value of an outcome: what its promise resolves to, or (`Failed`, `Panicked`)
+/// the error it rejects with. A panic while building it is an `Err`.
+pub(crate) fn value_of(
+    env: &Env,
+    factories: &Factories,
+    outcome: &Outcome,
+) -> Result<sys::napi_value> {
+    rl_core::unwind::call(|| match outcome {
+        Outcome::Decision(d) => factories.decision(env, d),
+        Outcome::Composite(c) => factories.composite(env, c),
+        Outcome::Responded(c, r) => factories.responded(env, c, r),
+        Outcome::Done => unsafe { <()>::to_napi_value(env.raw(), ()) },
+        Outcome::Failed(e) => factories.core_error(env, e),
+        Outcome::Panicked(m) => factories.panic_error(env, m.clone()),
+    })
+    .unwrap_or_else(|m| Err(Error::new(Status::GenericFailure, m)))
+}
+
 /// Settles one promise on the JavaScript thread.
 pub(crate) fn settle(env: &Env, factories: &Factories, deferred: Deferred, outcome: Outcome) {
     let raw = env.raw();
     // A panic while building the value still settles the promise (the fallback below).
-    let value = rl_core::unwind::call(|| match &outcome {
-        Outcome::Decision(d) => factories.decision(env, d),
-        Outcome::Composite(c) => factories.composite(env, c),
-        Outcome::Responded(c, r) => factories.responded(env, c, r),
-        Outcome::Done => unsafe { <()>::to_napi_value(raw, ()) },
-        Outcome::Failed(e) => factories.core_error(env, e),
-        Outcome::Panicked(m) => factories.panic_error(env, m.clone()),
-    })
-    .unwrap_or_else(|m| Err(Error::new(Status::GenericFailure, m)));
+    let value = value_of(env, factories, &outcome);
     unsafe {
         match (value, &outcome) {
             (Ok(v), Outcome::Failed(_) | Outcome::Panicked(_)) => {

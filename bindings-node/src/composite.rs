@@ -10,10 +10,10 @@ use napi::sys;
 use napi_derive::napi;
 use rl_core::headers::Response;
 use rl_core::unwind::{test_panic, TestPanic};
-use rl_core::{CompositeDecision, Rule};
+use rl_core::{CompositeDecision, Mode, Rule};
 
 use crate::bridge::Outcome;
-use crate::convert::{key_bytes, mode_value, number_of};
+use crate::convert::{key_bytes, number_of};
 use crate::errors::Factories;
 use crate::limiter::NativeLimiter;
 
@@ -108,12 +108,15 @@ impl Factories {
         self.make_composite(env, c, None)
     }
 
-    /// `makeComposite(allowed, retryAfterMs, mode, nowMs, decisions[, headers, body])`: the
-    /// objects are literals made in JavaScript (one shape each, no property set one napi call at
-    /// a time: on a request that finds the process idle every napi call runs cold, and this is
-    /// on every middleware request). With `response`, `acquirePolicies`' `{ decision, headers,
-    /// body }`: `headers` flat (`[name, value, ...]`), `body` a denial's problem body or
-    /// undefined.
+    /// `makeComposite(pairs, body, name, value, ...)`: the numbers of `c` go into the scratch
+    /// array (`allowed, retryAfterMs, mode, nowMs, count`, then `allowed, remaining, used,
+    /// retryAfterMs, resetAfterMs, mode, nowMs` per rule; a mode as its index in
+    /// `rl_core::Mode::ALL`), and only the strings are JavaScript values; the function builds the
+    /// objects as literals (one shape each). On a request that finds the process idle every napi
+    /// call runs cold, and this is on every middleware request. `pairs` is -1 without a
+    /// `response` (acquireAll's CompositeDecision), else the number of header fields that follow
+    /// (`{ decision, headers, body }`, `headers` flat, `body` a denial's problem body or
+    /// undefined).
     pub(crate) fn make_composite(
         &self,
         env: &Env,
@@ -121,39 +124,70 @@ impl Factories {
         response: Option<&Response>,
     ) -> Result<sys::napi_value> {
         let raw = env.raw();
-        let f = self.make_composite.borrow_back(env)?.raw();
-        let mut args = [ptr::null_mut(); 7];
-        let mut list = env.create_array(c.decisions.len() as u32)?;
-        for (i, d) in c.decisions.iter().enumerate() {
-            let v = self.decision(env, d)?;
-            list.set(i as u32, unsafe { Unknown::from_raw_unchecked(raw, v) })?;
+        let fail = |what: &str| {
+            Err(Error::new(
+                Status::GenericFailure,
+                format!("cannot build a CompositeDecision: {what}"),
+            ))
+        };
+        let need = 5 + 7 * c.decisions.len();
+        if self.scratch.len < need {
+            return fail("too many rules for the scratch array");
         }
-        args[4] = unsafe { Array::to_napi_value(raw, list)? };
-        let mut argc = 5;
+        if response.is_some_and(|r| r.headers.len() > MAX_PAIRS) {
+            return fail("too many header fields");
+        }
+        let mode = |m: rl_core::Mode| {
+            Mode::ALL
+                .iter()
+                .position(|x| *x == m)
+                .map_or(-1.0, |i| i as f64)
+        };
+        // SAFETY: the scratch array's memory, `len` doubles (checked above), on the JavaScript
+        // thread (see `Scratch`); nothing else runs until `makeComposite` has read it.
+        let s = unsafe { std::slice::from_raw_parts_mut(self.scratch.ptr, need) };
+        s[..5].copy_from_slice(&[
+            f64::from(u8::from(c.allowed)),
+            c.retry_after_ms as f64,
+            mode(c.mode),
+            c.now_ms as f64,
+            c.decisions.len() as f64,
+        ]);
+        for (d, out) in c.decisions.iter().zip(s[5..].chunks_exact_mut(7)) {
+            out.copy_from_slice(&[
+                f64::from(u8::from(d.allowed)),
+                d.remaining as f64,
+                d.used as f64,
+                d.retry_after_ms as f64,
+                d.reset_after_ms as f64,
+                mode(d.mode),
+                d.now_ms as f64,
+            ]);
+        }
+        let f = self.make_composite.borrow_back(env)?.raw();
+        let mut args = [ptr::null_mut(); 2 + 2 * MAX_PAIRS];
         let mut recv = ptr::null_mut();
         let mut out = ptr::null_mut();
+        let mut argc = 1;
         let mut ok = unsafe {
-            let mut ok =
-                sys::napi_get_boolean(raw, c.allowed, &mut args[0]) == sys::Status::napi_ok;
-            ok &= sys::napi_create_double(raw, c.retry_after_ms as f64, &mut args[1])
-                == sys::Status::napi_ok;
-            ok &= mode_value(raw, c.mode, &mut args[2]);
-            ok &=
-                sys::napi_create_double(raw, c.now_ms as f64, &mut args[3]) == sys::Status::napi_ok;
-            ok & (sys::napi_get_undefined(raw, &mut recv) == sys::Status::napi_ok)
+            let pairs = response.map_or(-1, |r| r.headers.len() as i32);
+            (sys::napi_create_int32(raw, pairs, &mut args[0]) == sys::Status::napi_ok)
+                & (sys::napi_get_undefined(raw, &mut recv) == sys::Status::napi_ok)
         };
         if let Some(r) = response {
-            let mut headers = env.create_array(2 * r.headers.len() as u32)?;
-            for (i, (name, value)) in r.headers.iter().enumerate() {
-                headers.set(2 * i as u32, *name)?;
-                headers.set(2 * i as u32 + 1, value.as_str())?;
-            }
-            args[5] = unsafe { Array::to_napi_value(raw, headers)? };
-            args[6] = match &r.body {
-                Some(body) => unsafe { <&str>::to_napi_value(raw, body.as_str())? },
-                None => recv,
+            let string = |text: &str, slot: &mut sys::napi_value| unsafe {
+                sys::napi_create_string_utf8(raw, text.as_ptr().cast(), text.len() as isize, slot)
+                    == sys::Status::napi_ok
             };
-            argc = 7;
+            args[1] = recv;
+            if let Some(body) = &r.body {
+                ok &= string(body, &mut args[1]);
+            }
+            for (i, (name, value)) in r.headers.iter().enumerate() {
+                ok &= string(name, &mut args[2 + 2 * i]);
+                ok &= string(value, &mut args[3 + 2 * i]);
+            }
+            argc = 2 + 2 * r.headers.len();
         }
         ok = ok
             && unsafe { sys::napi_call_function(raw, recv, f, argc, args.as_ptr(), &mut out) }
@@ -161,10 +195,11 @@ impl Factories {
         if ok {
             Ok(out)
         } else {
-            Err(Error::new(
-                Status::GenericFailure,
-                "cannot build a CompositeDecision",
-            ))
+            fail("napi failed")
         }
     }
 }
+
+/// Most header fields one response has (`both`: two IETF, three legacy, and Retry-After);
+/// `makeComposite` takes as many name/value pairs.
+const MAX_PAIRS: usize = 6;

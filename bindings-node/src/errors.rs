@@ -16,6 +16,53 @@ pub(crate) struct Factories {
     pub(crate) make_error: FunctionRef<ErrorArgs, Unknown<'static>>,
     pub(crate) make_decision: FunctionRef<(), Unknown<'static>>,
     pub(crate) make_composite: FunctionRef<(), Unknown<'static>>,
+    /// `makeComposite`'s numbers (see `composite`).
+    pub(crate) scratch: Scratch,
+}
+
+/// The `Float64Array` `limiter.js` keeps for `makeComposite`: the native layer writes a composite
+/// decision's numbers into it and then calls `makeComposite`, which reads them, instead of making
+/// one JavaScript value per number (this is on every middleware request). The array is a
+/// module-level constant of `limiter.js` that `makeComposite` refers to, so it lives as long as
+/// the factories do; it is larger than V8's on-heap limit (its memory never moves), and only
+/// ever touched on the JavaScript thread.
+pub(crate) struct Scratch {
+    pub(crate) ptr: *mut f64,
+    pub(crate) len: usize,
+}
+
+// SAFETY: carried with the factories, dereferenced only on the JavaScript thread (see above).
+unsafe impl Send for Scratch {}
+unsafe impl Sync for Scratch {}
+
+impl Scratch {
+    /// The data of `array`, which must be a `Float64Array`.
+    pub(crate) fn of(env: &Env, array: &Unknown<'_>) -> Result<Scratch> {
+        let mut kind = sys::TypedarrayType::int8_array;
+        let mut len = 0usize;
+        let mut data = std::ptr::null_mut();
+        let status = unsafe {
+            sys::napi_get_typedarray_info(
+                env.raw(),
+                array.raw(),
+                &mut kind,
+                &mut len,
+                &mut data,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        };
+        if status != sys::Status::napi_ok || kind != sys::TypedarrayType::float64_array {
+            return Err(Error::new(
+                Status::InvalidArg,
+                "internal: the scratch argument must be a Float64Array",
+            ));
+        }
+        Ok(Scratch {
+            ptr: data.cast(),
+            len,
+        })
+    }
 }
 
 pub(crate) type ErrorArgs = FnArgs<(String, String, Option<String>, Vec<f64>)>;

@@ -11,9 +11,9 @@ use napi_derive::napi;
 use rl_core::runtime::{run_or_spawn, Started};
 use rl_core::unwind::{test_panic, CatchUnwind, TestPanic};
 
-use crate::bridge::{new_promise, settle, Deferred, Notifier, Notify, Outcome, Queue};
+use crate::bridge::{new_promise, settle, value_of, Deferred, Notifier, Notify, Outcome, Queue};
 use crate::convert::{self, key_bytes, whole};
-use crate::errors::{ErrorArgs, Factories, PANIC_CODE};
+use crate::errors::{ErrorArgs, Factories, Scratch, PANIC_CODE};
 use crate::options;
 
 /// The native limiter behind `Limiter` in `limiter.js`. Not meant to be used directly.
@@ -28,14 +28,15 @@ pub struct NativeLimiter {
 #[napi]
 impl NativeLimiter {
     /// `url`: `redis://...`, `rediss://...`, `memory://` or null/undefined (memory). `options`:
-    /// the caller's options object, camelCase keys. `makeError`/`makeDecision`/`makeComposite`:
-    /// see `Factories`;
+    /// the caller's options object, camelCase keys. `makeError`/`makeDecision`/`makeComposite`
+    /// and `scratch` (the numbers `makeComposite` reads): see `Factories`;
     /// `wake`: any function (the threadsafe function's target, called once per batch of settled
     /// calls).
+    #[allow(clippy::too_many_arguments)]
     #[napi(
         constructor,
         catch_unwind,
-        ts_args_type = "url: string | undefined | null, options: object, makeError: (code: string, message: string, argument: string | null, details: number[]) => Error, makeDecision: (allowed: boolean, remaining: number, used: number, retryAfterMs: number, resetAfterMs: number, mode: number | string, nowMs: number) => NativeDecision, makeComposite: (allowed: boolean, retryAfterMs: number, mode: number | string, nowMs: number, decisions: NativeDecision[], headers?: string[], body?: string) => object, wake: () => void"
+        ts_args_type = "url: string | undefined | null, options: object, makeError: (code: string, message: string, argument: string | null, details: number[]) => Error, makeDecision: (allowed: boolean, remaining: number, used: number, retryAfterMs: number, resetAfterMs: number, mode: number | string, nowMs: number) => NativeDecision, makeComposite: (pairs: number, body?: string, ...headers: string[]) => object, wake: () => void, scratch: Float64Array"
     )]
     pub fn new(
         env: Env,
@@ -45,10 +46,12 @@ impl NativeLimiter {
         make_decision: Function<(), Unknown<'static>>,
         make_composite: Function<(), Unknown<'static>>,
         wake: Function<(), Unknown<'static>>,
+        scratch: Unknown<'_>,
     ) -> Result<Self> {
         rl_core::unwind::call(|| {
             let makers = (&make_decision, &make_composite);
-            Self::open(&env, url, &options, &make_error, makers, &wake)
+            let scratch = Scratch::of(&env, &scratch)?;
+            Self::open(&env, url, &options, &make_error, makers, &wake, scratch)
         })
         .unwrap_or_else(|m| {
             let e = make_error.call(FnArgs::from((PANIC_CODE.to_string(), m, None, vec![])));
@@ -66,11 +69,13 @@ impl NativeLimiter {
             &Function<(), Unknown<'static>>,
         ),
         wake: &Function<(), Unknown<'static>>,
+        scratch: Scratch,
     ) -> Result<Self> {
         let factories = Factories {
             make_error: make_error.create_ref()?,
             make_decision: make_decision.create_ref()?,
             make_composite: make_composite.create_ref()?,
+            scratch,
         };
         let options = options::from_object(options)?.map_err(|e| factories.throw(env, &e))?;
         let core = rl_core::Limiter::open(url.as_deref(), options)
@@ -266,28 +271,93 @@ impl NativeLimiter {
         F: FnOnce(rl_core::Limiter) -> Fut,
         Fut: Future<Output = rl_core::Result<Outcome>> + Send + 'static,
     {
-        let (deferred, promise) = new_promise(env)?;
-        let promise = unsafe { Unknown::from_raw_unchecked(env.raw(), promise) };
+        self.start(env, call, false)
+    }
+
+    /// Like [`NativeLimiter::run`], except that a call decided at once with a result (not an
+    /// error) gives that result itself, with no promise: what a middleware's request needs when
+    /// a lease or the memory backend decides, saving the promise, its settling and a microtask
+    /// turn. A call that waits, or fails, still gives a promise.
+    pub(crate) fn run_now<F, Fut>(&self, env: &Env, call: F) -> Result<Unknown<'static>>
+    where
+        F: FnOnce(rl_core::Limiter) -> Fut,
+        Fut: Future<Output = rl_core::Result<Outcome>> + Send + 'static,
+    {
+        self.start(env, call, true)
+    }
+
+    fn start<F, Fut>(&self, env: &Env, call: F, now: bool) -> Result<Unknown<'static>>
+    where
+        F: FnOnce(rl_core::Limiter) -> Fut,
+        Fut: Future<Output = rl_core::Result<Outcome>> + Send + 'static,
+    {
         let factories = &self.queue.factories;
         let (Some(core), Some(notifier)) = (&self.core, &self.notifier) else {
+            let (deferred, promise) = new_promise(env)?;
             let e = factories.closed_error(env)?;
             unsafe { sys::napi_reject_deferred(env.raw(), deferred.0, e) };
-            return Ok(promise);
+            return Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), promise) });
         };
-        // The completion is made only when the call is not ready at once: one of the two holders
-        // of this deferred settles it, never both.
-        let raw = deferred.0;
+        // The promise is made up front, unless `now` (then only if the call waits): one of the
+        // two holders of its deferred settles it, never both.
+        let mut made = if now { None } else { Some(new_promise(env)?) };
+        let raw = made.as_ref().map(|(d, _)| d.0);
+        let mut failed_promise = None;
         let started = run_or_spawn(CatchUnwind::new(call(core.clone())), || {
-            self.queue.started(env);
-            let (notifier, deferred) = (notifier.clone(), Deferred(raw));
-            move |r| notifier.complete(deferred, outcome(r))
+            let raw = match raw {
+                Some(raw) => Some(raw),
+                None => match new_promise(env) {
+                    Ok((d, p)) => {
+                        let raw = d.0;
+                        made = Some((d, p));
+                        Some(raw)
+                    }
+                    Err(e) => {
+                        failed_promise = Some(e);
+                        None
+                    }
+                },
+            };
+            if raw.is_some() {
+                self.queue.started(env);
+            }
+            let (notifier, deferred) = (notifier.clone(), raw.map(Deferred));
+            move |r| {
+                if let Some(deferred) = deferred {
+                    notifier.complete(deferred, outcome(r))
+                }
+            }
         });
-        match started {
-            Ok(Started::Ready(r)) => settle(env, factories, deferred, outcome(r)),
-            Ok(Started::Spawned) => {}
-            Err(e) => settle(env, factories, deferred, Outcome::Failed(e)),
+        if let Some(e) = failed_promise {
+            return Err(e);
         }
-        Ok(promise)
+        let promise = |made: Option<(Deferred, sys::napi_value)>| -> Result<_> {
+            let (deferred, promise) = match made {
+                Some(m) => m,
+                None => new_promise(env)?,
+            };
+            Ok((deferred, unsafe {
+                Unknown::from_raw_unchecked(env.raw(), promise)
+            }))
+        };
+        match started {
+            Ok(Started::Ready(r)) => {
+                let out = outcome(r);
+                if now && !matches!(out, Outcome::Failed(_) | Outcome::Panicked(_)) {
+                    let v = value_of(env, factories, &out)?;
+                    return Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), v) });
+                }
+                let (deferred, p) = promise(made)?;
+                settle(env, factories, deferred, out);
+                Ok(p)
+            }
+            Ok(Started::Spawned) => Ok(promise(made)?.1),
+            Err(e) => {
+                let (deferred, p) = promise(made)?;
+                settle(env, factories, deferred, Outcome::Failed(e));
+                Ok(p)
+            }
+        }
     }
 }
 

@@ -90,13 +90,43 @@ impl NativeLimiter {
         cost: f64,
         group: Option<Either<String, BufferSlice>>,
     ) -> Result<Unknown<'static>> {
-        self.factories().guard(&env, || {
+        self.policies_call(&env, policies, key, cost, group, false)
+    }
+
+    /// `acquirePolicies` for the middleware: the same call, but a request decided at once (from a
+    /// lease, the denial cache, the memory backend) gets `{ decision, headers, body }` itself,
+    /// not a promise; one that waits on Redis, or fails, gets a promise.
+    #[napi(
+        catch_unwind,
+        ts_return_type = "{ decision: object, headers: string[], body?: string } | Promise<{ decision: object, headers: string[], body?: string }>"
+    )]
+    pub fn acquire_policies_now(
+        &self,
+        env: Env,
+        policies: &NativePolicies,
+        key: Either<String, BufferSlice>,
+        cost: f64,
+        group: Option<Either<String, BufferSlice>>,
+    ) -> Result<Unknown<'static>> {
+        self.policies_call(&env, policies, key, cost, group, true)
+    }
+
+    fn policies_call(
+        &self,
+        env: &Env,
+        policies: &NativePolicies,
+        key: Either<String, BufferSlice>,
+        cost: f64,
+        group: Option<Either<String, BufferSlice>>,
+        now: bool,
+    ) -> Result<Unknown<'static>> {
+        self.factories().guard(env, || {
             let key = key_bytes(key);
             test_panic(TestPanic::Caller, &key);
             let cost = whole("cost", cost);
             let (list, style) = (policies.policies.clone(), policies.style);
             let group = group.map(key_bytes);
-            self.run(&env, move |core| async move {
+            let call = move |core: rl_core::Limiter| async move {
                 let cost = cost?;
                 let rules: Vec<Rule> = list
                     .iter()
@@ -112,7 +142,12 @@ impl NativeLimiter {
                     }
                 })?;
                 Ok(Outcome::Responded(c, response))
-            })
+            };
+            if now {
+                self.run_now(env, call)
+            } else {
+                self.run(env, call)
+            }
         })
     }
 }

@@ -24,7 +24,7 @@ async function serve(options, routes = (app, handler) => app.get('/hello', handl
   const served = []
   await app.register(rlFastify, { limiter, prefix: uniqueKey('fastify'), ...options })
   const handler = async (request) => {
-    served.push({ path: request.routeOptions.url, nowMs: request.rateLimit?.nowMs })
+    served.push({ path: request.routeOptions.url, nowMs: request.rateLimit?.nowMs, mode: request.rateLimit?.mode })
     return { ok: true }
   }
   routes(app, handler)
@@ -158,6 +158,58 @@ describe('rl-limiter/fastify', () => {
     const worst = maxInSpan(served.map((s) => s.nowMs), windowMs)
     assert.ok(worst <= limit, `${worst} served in one ${windowMs} ms window, limit ${limit}`)
   })
+
+  // A request decided at once (memory backend, a lease) is answered without a promise; key, cost
+  // and exempt functions that return promises take the promise path. Both must answer the same,
+  // and an async onDenied still replaces the 429.
+  for (const [name, make] of [['memory://', () => new Limiter('memory://')], ['leases on Redis', () => new Limiter(REDIS_URL, { leases: 'on', localFallback: false })]]) {
+    test(`decided in place (${name}) and through promises (async key, cost, exempt, onDenied): the same answers`, async (t) => {
+      const own = make()
+      t.after(() => own.close())
+      const limit = name === 'memory://' ? 3 : 40
+      const modes = []
+      const apps = [
+        await serve({ limiter: own, policies: `${limit}/m`, exempt: (request) => request.headers['x-internal'] === 'yes' }),
+        await serve({
+          limiter: own,
+          policies: `${limit}/m`,
+          key: async () => 'k',
+          cost: async () => 1,
+          exempt: async (request) => request.headers['x-internal'] === 'yes',
+          onDenied: async (request, reply) => {
+            if (request.query.custom) reply.code(503).send({ custom: true })
+          },
+        }),
+      ]
+      for (const app of apps) t.after(app.close)
+      for (const app of apps) {
+        const internal = await fetch(`${app.base}/hello`, { headers: { 'x-internal': 'yes' } })
+        assert.equal(internal.status, 200)
+        // Until the first denial. With leases, what this instance knows is left also counts its
+        // leases' unused permits (each lease counts in full until returned), so it falls faster,
+        // and rises again when a lease is returned.
+        const remaining = []
+        let res = await fetch(`${app.base}/hello`)
+        while (res.status === 200 && remaining.length < 2 * limit) {
+          remaining.push(rateLimitFields(res).state.get(`${limit}/1m`).r)
+          res = await fetch(`${app.base}/hello`)
+        }
+        await assertDenied(res, [`${limit}/1m`])
+        if (name === 'memory://') {
+          assert.deepEqual(remaining, Array.from({ length: limit }, (_, i) => limit - 1 - i), 'remaining counts down by one per request')
+        } else {
+          assert.ok(remaining.length <= limit && remaining.length >= limit / 2, `${remaining.length} served of ${limit}`)
+          assert.ok(remaining.every((r) => r >= 0 && r < limit), `remaining within the limit: ${remaining}`)
+        }
+        modes.push(...app.served.map((s) => s.mode))
+      }
+      const custom = await fetch(`${apps[1].base}/hello?custom=1`)
+      assert.equal(custom.status, 503)
+      assert.deepEqual(await custom.json(), { custom: true })
+      assert.ok(retryAfter(custom) >= 1)
+      if (name !== 'memory://') assert.ok(modes.filter((m) => m === 'lease').length >= limit / 2, `most requests decided from a lease: ${modes}`)
+    })
+  }
 
   test('CommonJS and ESM give the same plugin', async () => {
     const cjs = require('rl-limiter/fastify')

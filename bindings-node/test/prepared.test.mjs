@@ -5,7 +5,11 @@ import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 
 import { InvalidArgumentError, InvalidArgumentTypeError, Limiter, LimiterClosedError, parsePolicies, preparePolicies, problemBody, renderHeaders } from 'rl-limiter'
+import internal from '../internal.js'
 import { REDIS_URL, uniqueKey } from './helpers.mjs'
+
+// Not part of the API (package.json's exports leave internal.js out): the middleware's method.
+const { decideNow } = internal
 
 const pairs = (flat) => flat.reduce((out, v, i) => (i % 2 ? out[out.length - 1].push(v) : out.push([v]), out), [])
 
@@ -50,6 +54,51 @@ for (const backend of ['redis', 'memory']) {
     })
   })
 }
+
+// The middleware's call (internal): a decision made at once is the value itself, one that waits
+// on Redis a promise; both are what acquirePolicies resolves to.
+describe('the middleware\'s in-place call', () => {
+  const isPromise = (v) => v !== null && typeof v === 'object' && typeof v.then === 'function'
+  test('memory: the result itself, the same as acquirePolicies gives', async () => {
+    const limiter = new Limiter()
+    const prepared = preparePolicies('2/m', 'both')
+    const now = limiter[decideNow](prepared, 'a', 1, undefined)
+    assert.equal(isPromise(now), false)
+    const later = await limiter.acquirePolicies(prepared, 'b')
+    assert.deepEqual(Object.keys(now).sort(), Object.keys(later).sort())
+    assert.deepEqual(now.headers, later.headers)
+    assert.equal(now.decision.allowed, true)
+    limiter[decideNow](prepared, 'a', 1, undefined)
+    const denied = limiter[decideNow](prepared, 'a', 1, undefined)
+    assert.equal(denied.decision.allowed, false)
+    assert.deepEqual(JSON.parse(denied.body)['violated-policies'], ['2/1m'])
+    // Bad input throws at once, typed and named; a closed limiter rejects.
+    assert.throws(() => limiter[decideNow](prepared, 42, 1, undefined), (e) => e instanceof InvalidArgumentTypeError && e.argument === 'key')
+    assert.throws(() => limiter[decideNow](prepared, 'a', 'x', undefined), (e) => e instanceof InvalidArgumentTypeError && e.argument === 'options.cost')
+    assert.throws(() => limiter[decideNow]('2/m', 'a', 1, undefined), (e) => e instanceof InvalidArgumentTypeError && e.argument === 'policies')
+    await assert.rejects(limiter[decideNow](prepared, 'a', 1.5, undefined), (e) => e instanceof InvalidArgumentError && e.argument === 'options.cost')
+    await limiter.close()
+    await assert.rejects(limiter[decideNow](prepared, 'a', 1, undefined), (e) => e instanceof LimiterClosedError)
+  })
+
+  test('Redis: a promise for a script call, the value itself for a lease decision', async () => {
+    const plain = new Limiter(REDIS_URL)
+    const prepared = preparePolicies('1000/m')
+    const p = plain[decideNow](prepared, uniqueKey('now-plain'), 1, undefined)
+    assert.equal(isPromise(p), true)
+    assert.equal((await p).decision.mode, 'normal')
+    await plain.close()
+    const leasing = new Limiter(REDIS_URL, { leases: 'on' })
+    const key = uniqueKey('now-lease')
+    const first = leasing[decideNow](prepared, key, 1, undefined)
+    assert.equal(isPromise(first), true, 'the first call takes the lease from Redis')
+    assert.equal((await first).decision.mode, 'lease')
+    const next = leasing[decideNow](prepared, key, 1, undefined)
+    assert.equal(isPromise(next), false, 'a decision from the lease is made in place')
+    assert.equal(next.decision.mode, 'lease')
+    await leasing.close()
+  })
+})
 
 describe('preparePolicies and acquirePolicies refuse bad input naming it', () => {
   const refused = (fn, type, argument, re) => assert.throws(fn, (e) => e instanceof type && e.argument === argument && re.test(e.message), `${argument} ${re}`)
