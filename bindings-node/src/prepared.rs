@@ -52,7 +52,11 @@ impl NativePolicies {
                     }
                     e => e,
                 })?,
-                Either::B(list) => policies(list)?,
+                Either::B(list) => {
+                    let list = policies(list)?;
+                    Policy::check_list(&list)?;
+                    list
+                }
             };
             Ok(NativePolicies {
                 policies: list.into(),

@@ -108,6 +108,8 @@ describe('preparePolicies and acquirePolicies refuse bad input naming it', () =>
     refused(() => preparePolicies(42), InvalidArgumentTypeError, 'policies', /policy string or an array/)
     refused(() => preparePolicies([{ name: 'x', limit: -1, windowMs: 1000 }]), InvalidArgumentError, 'policies', /policy 0's limit is -1/)
     refused(() => preparePolicies([{ name: 'x', limit: 1 }]), InvalidArgumentTypeError, 'policies', /windowMs/)
+    refused(() => preparePolicies([]), InvalidArgumentError, 'policies', /is empty/)
+    refused(() => preparePolicies([{ name: 'a', limit: 1, windowMs: 1000 }, { name: 'a', limit: 2, windowMs: 60_000 }]), InvalidArgumentError, 'policies', /"a" twice/)
     refused(() => preparePolicies('1/s', 'draft'), InvalidArgumentError, 'style', /"draft"; must be one of ietf, legacy, both, none/)
     refused(() => preparePolicies('1/s', 7), InvalidArgumentTypeError, 'style', /string/)
   })

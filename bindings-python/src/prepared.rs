@@ -97,6 +97,7 @@ pub(crate) fn prepare_policies(
                 })?;
                 out.push(p.get().inner.clone());
             }
+            rl_core::Policy::check_list(&out).map_err(|e| errors::to_py(py, e))?;
             out
         };
         Ok(PreparedPolicies {

@@ -86,6 +86,8 @@ def test_prepare_policies_refuses_bad_input_naming_it() -> None:
         ("a: 1/s; a: 2/m", None, rl.InvalidArgument, "policies", "twice"),
         (42, None, rl.InvalidArgumentType, "policies", "policy string or a list of rl.Policy"),
         (["1/s"], None, rl.InvalidArgumentType, "policies", "item 0 is '1/s'"),
+        ([], None, rl.InvalidArgument, "policies", "is empty"),
+        ([rl.Policy(1, 1000, "a"), rl.Policy(2, 60_000, "a")], None, rl.InvalidArgument, "policies", "twice"),
         ("1/s", "draft", rl.InvalidArgument, "style", "'draft'|\"draft\""),
         ("1/s", 7, rl.InvalidArgumentType, "style", "str"),
     ]

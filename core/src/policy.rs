@@ -88,6 +88,41 @@ impl Policy {
         Ok(out)
     }
 
+    /// Checks a list of policies given as objects (not text) for one middleware: at least one,
+    /// at most [`crate::MAX_RULES`] (one rule each per request), names distinct (the header
+    /// fields and the problem body tell the policies apart by name). Errors name `policies`, so a
+    /// mistake shows at setup rather than as every request's `rules` error.
+    pub fn check_list(list: &[Policy]) -> Result<()> {
+        if list.is_empty() {
+            return Err(Error::invalid(
+                "policies",
+                "is empty; give at least one policy".to_string(),
+            ));
+        }
+        if list.len() > crate::MAX_RULES {
+            return Err(Error::invalid(
+                "policies",
+                format!(
+                    "holds {} policies; at most {} are allowed",
+                    list.len(),
+                    crate::MAX_RULES
+                ),
+            ));
+        }
+        for (i, p) in list.iter().enumerate() {
+            if list[..i].iter().any(|q| q.name == p.name) {
+                return Err(Error::invalid(
+                    "policies",
+                    format!(
+                        "names the policy {:?} twice; give each a distinct name",
+                        p.name
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Parses exactly one policy.
     pub fn parse(text: &str) -> Result<Policy> {
         let mut all = Policy::parse_many(text)?;
@@ -348,5 +383,22 @@ mod tests {
             assert_eq!(e.argument(), Some("policy"), "{text}: {e}");
         }
         assert_eq!(Policy::parse("3 PER 2 s").unwrap().window_ms, 2000);
+    }
+
+    #[test]
+    fn a_list_of_policies_is_checked_naming_policies() {
+        let p = |name: &str| Policy::new(Some(name), 10, 1000).unwrap();
+        let said = |list: &[Policy]| match Policy::check_list(list) {
+            Err(crate::Error::InvalidArgument { name, message }) => (name, message),
+            other => panic!("{other:?}"),
+        };
+        assert!(Policy::check_list(&[p("a"), p("b")]).is_ok());
+        assert_eq!(said(&[]).0, "policies");
+        assert!(said(&[]).1.contains("empty"));
+        assert!(said(&[p("a"), p("b"), p("a")]).1.contains("\"a\" twice"));
+        let many: Vec<Policy> = (0..=crate::MAX_RULES)
+            .map(|i| p(&format!("p{i}")))
+            .collect();
+        assert!(said(&many).1.contains("at most 16"));
     }
 }
