@@ -29,6 +29,17 @@ pub(crate) struct Limiter {
 
 const WHAT: &str = "Limiter";
 
+/// A Redis-backed decision: decided right here, GIL held, when it needs no I/O (a lease, the
+/// denial cache: no GIL hand-off, which under a threaded WSGI server can cost the request a
+/// switch interval); otherwise the rest runs with the GIL released.
+fn decide<T, F>(py: Python<'_>, fut: F) -> rl_core::Result<T>
+where
+    F: std::future::Future<Output = rl_core::Result<T>> + Send,
+    T: Send,
+{
+    rl_core::runtime::run_here_or_block(fut, |wait| lifecycle::detached(py, wait))?
+}
+
 #[pymethods]
 impl Limiter {
     #[new]
@@ -69,7 +80,7 @@ impl Limiter {
             let r = if self.slot.memory {
                 l.acquire(k, limit, window_ms, cost)
             } else {
-                lifecycle::detached(py, || l.acquire(k, limit, window_ms, cost))
+                decide(py, l.as_async().acquire(k, limit, window_ms, cost))
             };
             r.map(Decision::from).map_err(|e| errors::to_py(py, e))
         })
@@ -97,7 +108,7 @@ impl Limiter {
             let r = if self.slot.memory {
                 l.acquire_all(&rules, g)
             } else {
-                lifecycle::detached(py, || l.acquire_all(&rules, g))
+                decide(py, l.as_async().acquire_all(&rules, g))
             };
             r.map(CompositeDecision::from)
                 .map_err(|e| errors::to_py(py, e))
@@ -125,7 +136,7 @@ impl Limiter {
             let r = if self.slot.memory {
                 l.acquire_all(&call.rules, g)
             } else {
-                lifecycle::detached(py, || l.acquire_all(&call.rules, g))
+                decide(py, l.as_async().acquire_all(&call.rules, g))
             };
             let (c, response) = r
                 .and_then(|c| call.respond(c))
@@ -152,7 +163,7 @@ impl Limiter {
             let r = if self.slot.memory {
                 l.peek(k, limit, window_ms)
             } else {
-                lifecycle::detached(py, || l.peek(k, limit, window_ms))
+                decide(py, l.as_async().peek(k, limit, window_ms))
             };
             r.map(Decision::from).map_err(|e| errors::to_py(py, e))
         })

@@ -26,6 +26,23 @@ thread_local! {
     /// Set while this thread (not one of the runtime's) waits in [`block_on`]: a Redis call it
     /// makes may do its I/O right here (`backend/in_place.rs`).
     static BLOCKING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Set during [`run_here_or_block`]'s first poll: the thread must not block yet.
+    static TRYING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Awaited by a blocking caller's call right before it would block its thread on I/O
+/// (`backend/in_place.rs`): inside [`run_here_or_block`]'s first poll it is pending once, with no
+/// waker registered, and that caller polls again (once it may block) right away; otherwise
+/// ready. So the first poll decides whatever needs no I/O (a lease, the denial cache) and stops
+/// short of the socket.
+pub(crate) fn may_block() -> impl Future<Output = ()> {
+    std::future::poll_fn(|_| {
+        if TRYING.with(|t| t.get()) {
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
+    })
 }
 
 /// Whether the current thread is a blocking caller inside [`block_on`], free to block on I/O.
@@ -163,6 +180,51 @@ where
     block_on(fut)
 }
 
+/// Runs `fut` to completion from synchronous code, like [`block_on`], for a caller that must do
+/// something before it blocks (Python releases its GIL, which costs little alone but, with
+/// other threads wanting it, can cost the caller a switch interval to take back). `fut` is
+/// polled once right here, inside the runtime's context, as a blocking caller but stopping short
+/// of blocking I/O ([`may_block`]): a call decided in place (a lease, the denial cache) returns
+/// without `wait` being called. Otherwise `wait` gets the rest (the same future, already
+/// started) to run as it must: it calls it, e.g. with the GIL released.
+pub fn run_here_or_block<F, W>(fut: F, wait: W) -> Result<F::Output>
+where
+    F: Future + Send,
+    F::Output: Send,
+    W: FnOnce(Box<dyn FnOnce() -> Result<F::Output> + Send + '_>) -> Result<F::Output>,
+{
+    let mut fut = std::pin::pin!(fut);
+    if Handle::try_current().is_err() {
+        let handle = handle()?;
+        let first = {
+            let _in_runtime = handle.enter();
+            let _blocking = Blocking::enter();
+            let _trying = Trying::enter();
+            poll_once(fut.as_mut())
+        };
+        if let Poll::Ready(out) = first {
+            return Ok(out);
+        }
+    }
+    wait(Box::new(move || block_on(fut)))
+}
+
+/// Marks [`run_here_or_block`]'s first poll until dropped.
+struct Trying;
+
+impl Trying {
+    fn enter() -> Trying {
+        TRYING.with(|t| t.set(true));
+        Trying
+    }
+}
+
+impl Drop for Trying {
+    fn drop(&mut self) {
+        TRYING.with(|t| t.set(false));
+    }
+}
+
 /// One poll with a waker that does nothing (whoever polls next registers a real one).
 fn poll_once<F: Future + ?Sized>(fut: Pin<&mut F>) -> Poll<F::Output> {
     fut.poll(&mut Context::from_waker(Waker::noop()))
@@ -177,6 +239,31 @@ mod tests {
         let r = run_or_spawn(async { 7 }, || -> fn(u32) { |_| panic!("no completion") });
         assert!(matches!(r, Ok(Started::Ready(7))));
         assert_eq!(run_or_block(async { 8 }, false).unwrap(), 8);
+    }
+
+    #[test]
+    fn run_here_or_block_calls_wait_only_for_a_call_that_would_block() {
+        let mut waited = false;
+        let r = run_here_or_block(async { 3 }, |rest| {
+            waited = true;
+            rest()
+        });
+        assert_eq!(r.unwrap(), 3);
+        assert!(!waited, "a ready call needs no wait");
+        let r = run_here_or_block(
+            async {
+                may_block().await;
+                4
+            },
+            |rest| {
+                waited = true;
+                assert!(!TRYING.with(|t| t.get()), "the wait may block");
+                rest()
+            },
+        );
+        assert_eq!(r.unwrap(), 4);
+        assert!(waited, "a call about to block goes through wait");
+        assert!(!TRYING.with(|t| t.get()) && !blocking_caller());
     }
 
     #[test]

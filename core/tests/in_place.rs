@@ -66,6 +66,64 @@ fn a_lone_blocking_caller_sends_its_calls_on_one_socket_of_its_own() {
     assert!(!l.acquire("k0", 10, 60_000, 1).unwrap().allowed);
 }
 
+/// `runtime::run_here_or_block` (Python's synchronous calls: it releases the GIL in `wait`)
+/// hands a call that needs Redis to `wait` before it blocks, and the call still goes on a socket
+/// of its own; a call that needs no I/O (a lease) is decided right there, without `wait`.
+#[test]
+fn a_caller_that_must_prepare_to_block_is_decided_in_place_from_a_lease_and_waits_only_for_redis() {
+    let server = server();
+    let waits = std::cell::Cell::new(0u32);
+    let decide = |l: &blocking::Limiter, key: &str| -> Decision {
+        rl_core::runtime::run_here_or_block(l.as_async().acquire(key, 1000, 1000, 1), |rest| {
+            waits.set(waits.get() + 1);
+            rest()
+        })
+        .unwrap()
+        .unwrap()
+    };
+    let plain = blocking_with(&server, strict());
+    plain.ping().unwrap();
+    let before = connections(&server);
+    for i in 0..5 {
+        assert!(decide(&plain, &format!("k{i}")).allowed);
+    }
+    assert_eq!(
+        waits.get(),
+        5,
+        "every call needed Redis and went through wait"
+    );
+    assert_eq!(
+        new_connections(&server, &before),
+        vec!["cmd=fcall".to_string()],
+        "after wait the calls went on a socket of their own"
+    );
+
+    let leasing = blocking_with(
+        &server,
+        Options {
+            leases: rl_core::Leases::On,
+            lease_ms: 200,
+            ..strict()
+        },
+    );
+    // No lease yet: Redis decides and grants one (through `wait`, unless the reply happened to
+    // be in by the end of the first poll). Then the lease decides, in place, without `wait`.
+    assert_eq!(decide(&leasing, "hot").mode, Mode::Lease);
+    let mut in_place = 0;
+    for _ in 0..20 {
+        let w = waits.get();
+        let d = decide(&leasing, "hot");
+        assert!(d.allowed, "{d:?}");
+        if d.mode == Mode::Lease && waits.get() == w {
+            in_place += 1;
+        }
+    }
+    assert!(
+        in_place >= 15,
+        "only {in_place} of 20 calls were decided from the lease without wait"
+    );
+}
+
 #[test]
 fn sixteen_blocking_threads_use_at_most_four_sockets_and_stay_exact() {
     let _heavy = heavy();

@@ -721,7 +721,10 @@ impl Shared {
     ) -> Result<(Vec<Verdict>, u64)> {
         // A blocking caller's lone call goes on a socket of its own, on its own thread.
         let lent = match &self.in_place {
-            Some(p) if ops.len() == 1 && crate::runtime::blocking_caller() => p.lend(),
+            Some(p) if ops.len() == 1 && crate::runtime::blocking_caller() => {
+                crate::runtime::may_block().await;
+                p.lend()
+            }
             _ => None,
         };
         let mut via = match lent {
