@@ -101,8 +101,8 @@ pub fn handle() -> Result<Handle> {
 /// Sentinel and TLS limiters wait for. Woken by such a caller, a normal thread is often placed
 /// on the caller's cpu (the scheduler's wake-affine choice) and preempts it there: a lease
 /// renewal started by a Flask request then ran in the middle of that request (measured in the
-/// app under gunicorn, 50 req/s: the calls that renewed took 150-250 µs of wall time for 60-90
-/// µs of their own cpu, the limiter call's P99 180-200 µs; with this, 90-120 µs). A SCHED_BATCH
+/// app under gunicorn, 50 req/s: the calls that renewed took 130-280 µs of wall time for 55-90
+/// µs of their own cpu, the limiter call's P99 170-205 µs; with this, 89-120 µs). A SCHED_BATCH
 /// thread never preempts on wake-up: it still runs at once on an idle cpu, and otherwise when
 /// the running thread sleeps or its time slice ends (tokio's threads never wait on a thread that
 /// needs the cpu they would take). Linux only; where the call is refused (a seccomp profile)
