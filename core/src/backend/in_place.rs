@@ -396,9 +396,12 @@ impl Pool {
         let pool = Arc::clone(self);
         let task = async move {
             match sock.finish(total).await {
+                // The socket first: a woken caller's next call finds it idle rather than make
+                // another (the runtime's threads never preempt it, `runtime.rs`, so a caller
+                // woken first would run before the socket was back).
                 Ok((sock, values)) => {
-                    deliver(&sent, values);
                     pool.release(Some(sock));
+                    deliver(&sent, values);
                 }
                 Err(e) => {
                     fail(&sent, &e);
