@@ -13,12 +13,16 @@
 # (sun.net.httpserver.nodelay): without it Nagle + delayed ACK add ~40 ms per response and the
 # upstream, not the gateway, is measured. Not part of the test suite.
 #
-# Then, on the same warm gateway, a moderate load: vegeta's open loop at a fixed RATE below the
+# Then, on the same warm gateways, a moderate load: vegeta's open loop at a fixed RATE below the
 # limit (everything admitted) and far below capacity, which is what a limiter's added latency is
 # judged by (a closed loop over capacity measures queueing instead). Reported per way: P50/P99,
-# and for rl and redis the P99 they add over `none` of the same run, in %.
+# and the P99 each adds over `none` of the same run, in %, beside that of `none-again`, a second
+# gateway without a limiter (the A/A control: the noise floor).
 #
-#   bash bindings-java/bench/http/run.sh            (env: SECONDS_PER_RUN=10 CONNS=32 LIMIT=500 WINDOW_MS=1000 MODES="none rl rl-leases redis" RATE=LIMIT/2 per s ROUNDS=6 WARMUP_SECONDS=3*SECONDS_PER_RUN)
+# All the ways' gateways run at once, each with its own key prefix; the ways take turns round by
+# round (the order rotated each round), so a slow spell of a shared machine is shared by all.
+#
+#   bash bindings-java/bench/http/run.sh            (env: SECONDS_PER_RUN=10 CONNS=32 LIMIT=500 WINDOW_MS=1000 MODES="none rl rl-leases redis" RATE=LIMIT/2 per s ROUNDS=6 WARMUP_SECONDS=3*SECONDS_PER_RUN PHASES="over moderate")
 #
 # Builds and installs dev.rl:rl-java (release native library) and dev.rl:rl-spring-cloud-gateway
 # first, and loads the release library from the cargo target dir (rl.native.path), whatever jar a
@@ -35,6 +39,7 @@ window="${WINDOW_MS:-1000}"
 modes="${MODES:-none rl rl-leases redis}"
 rate="${RATE:-$((limit * 1000 / window / 2))}"
 rounds="${ROUNDS:-6}"
+phases="${PHASES:-over moderate}"
 warmup="${WARMUP_SECONDS:-$((secs * 3))}"
 mvn_flags=(-q -B -ntp -Dstyle.color=never)
 command -v wrk >/dev/null || { echo "wrk is missing: apt-get install -y wrk" >&2; exit 1; }
@@ -57,7 +62,7 @@ eval "$("$target/debug/rl-harness" start)"   # RL_TEST_REDIS_URL, _PORT, _PID, _
 gw_pid=""
 results="$(mktemp -d)"   # each moderate round's vegeta results
 cleanup() {
-  [ -n "$gw_pid" ] && kill "$gw_pid" 2>/dev/null && wait "$gw_pid" 2>/dev/null
+  for p in $gw_pid; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
   rm -rf "$results"
   "$target/debug/rl-harness" stop --pid "$RL_TEST_REDIS_PID" --dir "$RL_TEST_REDIS_DIR" >/dev/null 2>&1 || true
 }
@@ -71,89 +76,148 @@ redis_calls() {
 # wrk's latency in ms from "50%    1.23ms" style fields.
 to_ms() { awk '{v=$1; if (v ~ /us$/) {sub(/us$/,"",v); v/=1000} else if (v ~ /ms$/) {sub(/ms$/,"",v)} else if (v ~ /s$/) {sub(/s$/,"",v); v*=1000}; printf "%.2f", v}'; }
 
-rows=()
-mrows=()
-declare -A mp99
-for mode in $modes; do
+# Every way's gateway at once, each with its own key prefix (rl and rl-leases never share a
+# window); `none-again` (the A/A control) in the moderate phase only.
+ways=($modes)
+mways=()
+for m in $modes; do
+  mways+=("$m")
+  if [ "$m" = none ] && [[ " $phases " == *" moderate "* ]]; then mways+=(none-again); fi
+done
+all=("${mways[@]}")
+declare -A gw_port gw_pids
+start_gateway() {  # way
+  local way="$1" mode="${1%-again}" port extra=()
   port="$(free_port)"
-  log="$(mktemp)"
-  extra=()
   [ "$mode" = rl-leases ] && extra=(--rl.options.leases=on)
   java -Xms512m -Xmx512m -Dsun.net.httpserver.nodelay=true -Drl.native.path="$target/release/librl_java.so" -cp "$cp" dev.rl.bench.http.BenchGateway \
     --server.port="$port" --server.address=127.0.0.1 --bench.mode="$mode" --bench.limit="$limit" \
-    --bench.window-ms="$window" --rl.url="$RL_TEST_REDIS_URL" \
+    --bench.window-ms="$window" --rl.url="$RL_TEST_REDIS_URL" "--rl.options.key_prefix=bench-$way:" \
     "--rl.routes.bench.policies=$limit per ${window}ms" \
     --spring.data.redis.host=127.0.0.1 --spring.data.redis.port="$RL_TEST_REDIS_PORT" \
-    --logging.level.root=WARN "${extra[@]}" >"$log" 2>&1 &
-  gw_pid=$!
-  for _ in $(seq 1 120); do
-    curl -s -o /dev/null "http://127.0.0.1:$port/__stats?window=$window" && break
+    --logging.level.root=WARN "${extra[@]}" >"$results/$way.log" 2>&1 &
+  gw_pids[$way]=$!
+  gw_pid="${gw_pids[*]}"
+  gw_port[$way]="$port"
+}
+stats_of() { curl -s "http://127.0.0.1:${gw_port[$1]}/__stats?window=$window"; }
+field() { sed -E "s/.*$1=([0-9]+).*/\1/" <<<"$2"; }
+# Round r's order: the ways rotated by r.
+turns() {  # round, ways...
+  local r="$1"; shift
+  local n=$# i
+  local w=("$@")
+  for ((i = 0; i < n; i++)); do echo "${w[$(((i + r) % n))]}"; done
+}
+for way in "${all[@]}"; do start_gateway "$way"; done
+for way in "${all[@]}"; do
+  for _ in $(seq 1 240); do
+    stats_of "$way" >/dev/null 2>&1 && break
+    kill -0 "${gw_pids[$way]}" 2>/dev/null || { cat "$results/$way.log" >&2; exit 1; }
     sleep 0.5
   done
-  # The JIT is still warming for tens of seconds (req/s rose 3x from round to round after a 5 s
-  # warm-up): WARMUP_SECONDS (default 3 x SECONDS_PER_RUN) of the same load first.
-  echo "== $mode: warm-up ($warmup s), then $rounds x $secs s, $conns connections"
-  wrk -t2 -c"$conns" -d"${warmup}s" "http://127.0.0.1:$port/bench/x" >/dev/null
-  sleep 1.5   # let the warm-up's window pass
-  curl -s "http://127.0.0.1:$port/__stats?window=$window" >/dev/null
-  # ROUNDS runs over the limit too: req/s and P50/P99 are the rounds' medians, the most served in
-  # any window the worst round's, Redis commands per request over all of them.
-  before="$(redis_calls)"
-  total=0; served=0; most=0; timeouts=0; orps=(); op50=(); op99=()
-  for _ in $(seq 1 "$rounds"); do
-    out="$(wrk -t2 -c"$conns" -d"${secs}s" --latency "http://127.0.0.1:$port/bench/x")"
-    stats="$(curl -s "http://127.0.0.1:$port/__stats?window=$window")"
-    total=$((total + $(awk '/requests in/ {print $1}' <<<"$out")))
-    orps+=("$(awk '/^Requests\/sec/ {printf "%.0f", $2}' <<<"$out")")
-    op50+=("$(awk '$1=="50%" {print $2}' <<<"$out" | to_ms)")
-    op99+=("$(awk '$1=="99%" {print $2}' <<<"$out" | to_ms)")
-    served=$((served + $(sed -E 's/.*served=([0-9]+).*/\1/' <<<"$stats")))
-    m="$(sed -E 's/.*most_in_window=([0-9]+).*/\1/' <<<"$stats")"; [ "$m" -gt "$most" ] && most="$m"
-    t="$(awk '/Socket errors/ {gsub(",", ""); print $NF}' <<<"$out")"; timeouts=$((timeouts + ${t:-0}))
-    sleep 1.5   # this round's window passes before the next
+done
+# The JIT is still warming for tens of seconds (req/s rose 3x from round to round after a 5 s
+# warm-up): WARMUP_SECONDS (default 3 x SECONDS_PER_RUN) of the over-limit load first, each
+# gateway alone.
+for way in "${all[@]}"; do
+  echo "== $way: warm-up ($warmup s)"
+  wrk -t2 -c"$conns" -d"${warmup}s" "http://127.0.0.1:${gw_port[$way]}/bench/x" >/dev/null
+done
+sleep 1.5   # let the warm-up's window pass
+for way in "${all[@]}"; do stats_of "$way" >/dev/null; done
+
+# Over the limit: ROUNDS wrk runs per way, in turns. req/s and P50/P99 are the rounds' medians,
+# the most served in any window the worst round's, Redis commands per request over all of them
+# (each counted from just before its run to just before the next, so a lease refunded after a
+# run is its way's).
+declare -A total served most timeouts cmds orps op50 op99
+for way in "${ways[@]}"; do total[$way]=0; served[$way]=0; most[$way]=0; timeouts[$way]=0; cmds[$way]=0; done
+if [[ " $phases " == *" over "* ]]; then
+  echo "== over the limit: $rounds rounds of $secs s per way, in turns, $conns connections"
+  for r in $(seq 1 "$rounds"); do
+    for way in $(turns "$r" "${ways[@]}"); do
+      before="$(redis_calls)"
+      out="$(wrk -t2 -c"$conns" -d"${secs}s" --latency "http://127.0.0.1:${gw_port[$way]}/bench/x")"
+      sleep 1.5   # this round's window passes before the next
+      st="$(stats_of "$way")"
+      after="$(redis_calls)"
+      cmds[$way]=$((cmds[$way] + after - before))
+      total[$way]=$((total[$way] + $(awk '/requests in/ {print $1}' <<<"$out")))
+      orps[$way]+=" $(awk '/^Requests\/sec/ {printf "%.0f", $2}' <<<"$out")"
+      op50[$way]+=" $(awk '$1=="50%" {print $2}' <<<"$out" | to_ms)"
+      op99[$way]+=" $(awk '$1=="99%" {print $2}' <<<"$out" | to_ms)"
+      served[$way]=$((served[$way] + $(field served "$st")))
+      m="$(field most_in_window "$st")"; [ "$m" -gt "${most[$way]}" ] && most[$way]="$m"
+      t="$(awk '/Socket errors/ {gsub(",", ""); print $NF}' <<<"$out")"; timeouts[$way]=$((timeouts[$way] + ${t:-0}))
+    done
   done
-  after="$(redis_calls)"
-  # ROUNDS rounds on the same gateway; P50/P99 are those of every round's requests together (one
-  # round's P99 is a handful of requests, at the mercy of one GC pause or scheduler hiccup on a
-  # shared machine), each round's P99 shown beside them.
-  mfiles=()
-  for i in $(seq 1 "$rounds"); do
-    mfiles+=("$results/$mode.$i.vegeta")
-    echo "GET http://127.0.0.1:$port/bench/x" \
-      | "$vegeta" attack -rate="$rate/s" -duration="${secs}s" -timeout=2s >"${mfiles[-1]}"
+fi
+
+# Moderate load: ROUNDS vegeta runs per way (none-again included), in turns. P50/P99 are those
+# of every round's requests together (one round's P99 is a handful of requests, at the mercy of
+# one GC pause or scheduler hiccup on a shared machine), each round's P99 shown beside them.
+declare -A mfiles normal0 mstats
+if [[ " $phases " == *" moderate "* ]]; then
+  echo "== moderate: $rate req/s, $rounds rounds of $secs s per way, in turns"
+  for way in "${mways[@]}"; do normal0[$way]="$(field rl_normal "$(stats_of "$way")")"; done
+  for r in $(seq 1 "$rounds"); do
+    for way in $(turns "$r" "${mways[@]}"); do
+      f="$results/$way.$r.vegeta"
+      mfiles[$way]+=" $f"
+      echo "GET http://127.0.0.1:${gw_port[$way]}/bench/x" \
+        | GOGC=off "$vegeta" attack -rate="$rate/s" -duration="${secs}s" -timeout=2s >"$f"
+    done
   done
-  mstats="$(curl -s "http://127.0.0.1:$port/__stats?window=$window")"
-  mtrips=$(( $(sed -E 's/.*rl_normal=([0-9]+).*/\1/' <<<"$mstats") - $(sed -E 's/.*rl_normal=([0-9]+).*/\1/' <<<"$stats") ))
-  kill "$gw_pid"; wait "$gw_pid" 2>/dev/null || true; gw_pid=""
-  rm -f "$log"
-  median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
-  rps="$(median "${orps[@]}")"; p50="$(median "${op50[@]}")"; p99="$(median "${op99[@]}")"
-  rps_all="$(IFS=/; echo "${orps[*]}")"
-  per="$(awk -v a="$after" -v b="$before" -v n="$total" 'BEGIN {printf "%.2f", (a-b)/n}')"
-  rows+=("$(printf '%-9s %9s %9s %9s %10s %12s %14s %9s  %s' "$mode" "$rps" "$p50" "$p99" "$served" "$most" "$per" "$timeouts" "$rps_all")")
-  mall="$(for f in "${mfiles[@]}"; do "$vegeta" report -type=json "$f"; echo; done | python3 -c 'import json,sys
+  for way in "${mways[@]}"; do mstats[$way]="$(stats_of "$way")"; done
+fi
+for pid in "${gw_pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+for pid in "${gw_pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+gw_pid=""
+
+median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
+rows=()
+if [[ " $phases " == *" over "* ]]; then
+  for way in "${ways[@]}"; do
+    read -ra rr <<<"${orps[$way]}"; read -ra r50 <<<"${op50[$way]}"; read -ra r99 <<<"${op99[$way]}"
+    per="$(awk -v c="${cmds[$way]}" -v n="${total[$way]}" 'BEGIN {printf "%.2f", c/n}')"
+    rps_all="$(IFS=/; echo "${rr[*]}")"
+    rows+=("$(printf '%-10s %9s %9s %9s %10s %12s %14s %9s  %s' "$way" "$(median "${rr[@]}")" "$(median "${r50[@]}")" "$(median "${r99[@]}")" "${served[$way]}" "${most[$way]}" "$per" "${timeouts[$way]}" "$rps_all")")
+  done
+fi
+mrows=()
+declare -A mp99
+if [[ " $phases " == *" moderate "* ]]; then
+  for way in "${mways[@]}"; do
+    read -ra fs <<<"${mfiles[$way]}"
+    mall="$(for f in "${fs[@]}"; do "$vegeta" report -type=json "$f"; echo; done | python3 -c 'import json,sys
 print("/".join("%.2f" % (json.loads(l)["latencies"]["99th"]/1e6) for l in sys.stdin if l.strip()))')"
-  read -r mreq m50 m99 mok < <("$vegeta" report -type=json "${mfiles[@]}" | python3 -c 'import json,sys
+    read -r mreq m50 m99 mok < <("$vegeta" report -type=json "${fs[@]}" | python3 -c 'import json,sys
 r=json.load(sys.stdin); l=r["latencies"]
 print(r["requests"], "%.2f" % (l["50th"]/1e6), "%.2f" % (l["99th"]/1e6), r["status_codes"].get("200", 0))')
-  mp99[$mode]="$m99"
-  [ "$mode" = rl ] || [ "$mode" = rl-leases ] || mtrips="-"
-  mrows+=("$mode $mreq $m50 $m99 $mok $(sed -E 's/.*served=([0-9]+).*/\1/' <<<"$mstats") $mall $mtrips")
-done
+    mp99[$way]="$m99"
+    mtrips="-"
+    case "$way" in rl | rl-leases) mtrips=$(( $(field rl_normal "${mstats[$way]}") - ${normal0[$way]} )) ;; esac
+    mrows+=("$way $mreq $m50 $m99 $mok $(field served "${mstats[$way]}") $mall $mtrips")
+  done
+fi
 
-echo
-echo "limit $limit per $window ms, one key, $conns connections, $rounds rounds of $secs s per way (wrk closed loop); req/s, P50, P99: the rounds' medians"
-printf '%-9s %9s %9s %9s %10s %12s %14s %9s  %s\n' way "req/s" "P50 ms" "P99 ms" served "most/window" "redis cmd/req" "timeouts" "req/s per round"
-printf '%s\n' "${rows[@]}"
-
-echo
-echo "moderate load: $rate req/s, $rounds rounds of $secs s (vegeta, open loop; all below the limit, so all admitted); P50/P99: of all rounds' requests together"
-printf '%-9s %9s %9s %9s %9s %10s %14s %14s  %s\n' way requests "P50 ms" "P99 ms" "200s" served "added P99" "rl by Redis" "P99 per round"
-for r in "${mrows[@]}"; do
-  read -r mode mreq m50 m99 mok mserved mall mtrips <<<"$r"
-  added="-"
-  if [ "$mode" != none ] && [ -n "${mp99[none]:-}" ]; then
-    added="$(awk -v a="$m99" -v b="${mp99[none]}" 'BEGIN {printf "%+.0f%%", (a-b)/b*100}')"
-  fi
-  printf '%-9s %9s %9s %9s %9s %10s %14s %14s  %s\n' "$mode" "$mreq" "$m50" "$m99" "$mok" "$mserved" "$added" "$mtrips" "$mall"
-done
+if [ ${#rows[@]} -gt 0 ]; then
+  echo
+  echo "limit $limit per $window ms, one key, $conns connections, $rounds rounds of $secs s per way in turns (wrk closed loop); req/s, P50, P99: the rounds' medians"
+  printf '%-10s %9s %9s %9s %10s %12s %14s %9s  %s\n' way "req/s" "P50 ms" "P99 ms" served "most/window" "redis cmd/req" "timeouts" "req/s per round"
+  printf '%s\n' "${rows[@]}"
+fi
+if [ ${#mrows[@]} -gt 0 ]; then
+  echo
+  echo "moderate load: $rate req/s, $rounds rounds of $secs s per way in turns (vegeta, open loop; all below the limit, so all admitted); P50/P99: of all rounds' requests together; none-again: the A/A control"
+  printf '%-10s %9s %9s %9s %9s %10s %14s %14s  %s\n' way requests "P50 ms" "P99 ms" "200s" served "added P99" "rl by Redis" "P99 per round"
+  for r in "${mrows[@]}"; do
+    read -r way mreq m50 m99 mok mserved mall mtrips <<<"$r"
+    added="-"
+    if [ "$way" != none ] && [ -n "${mp99[none]:-}" ]; then
+      added="$(awk -v a="$m99" -v b="${mp99[none]}" 'BEGIN {printf "%+.0f%%", (a-b)/b*100}')"
+    fi
+    printf '%-10s %9s %9s %9s %9s %10s %14s %14s  %s\n' "$way" "$mreq" "$m50" "$m99" "$mok" "$mserved" "$added" "$mtrips" "$mall"
+  done
+fi
