@@ -31,6 +31,10 @@ pub struct Cache {
     pub fail: JStaticMethodID,
     /// `static void threadAttached(String)`
     pub thread_attached: JStaticMethodID,
+    /// `java.lang.Object` and `java.lang.String`, for arrays of them: `NewObjectArray` by name
+    /// looks the class up (`FindClass`) on every call, which showed in a gateway's profile.
+    pub object_class: GlobalRef,
+    pub string_class: GlobalRef,
 }
 
 static CACHE: OnceLock<Cache> = OnceLock::new();
@@ -64,6 +68,8 @@ pub fn init(env: &mut JNIEnv, class: &JClass) -> Result<(), Failure> {
         return Ok(());
     }
     let stats = env.find_class("dev/rl/Stats")?;
+    let object_class = env.find_class("java/lang/Object")?;
+    let string_class = env.find_class("java/lang/String")?;
     let stats_new = env.get_method_id(&stats, "<init>", stats_signature())?;
     let cache = Cache {
         vm: env.get_java_vm()?,
@@ -96,6 +102,8 @@ pub fn init(env: &mut JNIEnv, class: &JClass) -> Result<(), Failure> {
             "threadAttached",
             "(Ljava/lang/String;)V",
         )?,
+        object_class: env.new_global_ref(&object_class)?,
+        string_class: env.new_global_ref(&string_class)?,
     };
     // A racing second init loses harmlessly: both looked up the same things.
     let _ = CACHE.set(cache);

@@ -11,7 +11,7 @@ use rl_core::{Error, Rule};
 
 use crate::convert::{self, key_bytes, limiter, unsigned};
 use crate::error::{entry, Failure};
-use crate::future::{start, Outcome};
+use crate::future::{start, start_flat, Outcome};
 use crate::limiter::blocking;
 
 /// A value the binding refused, its message saying which rule it is in (as the core's do).
@@ -103,7 +103,7 @@ pub extern "system" fn Java_dev_rl_Native_acquireAll<'l>(
         let rules = rules(env, &keys, &limits, &windows, &costs)?;
         let g = group(env, &grp)?;
         let c = blocking(|| l.acquire_all(&rules, g.as_deref()))?;
-        Ok(convert::composite(env, &c)?.into_raw())
+        Ok(convert::composite_longs(env, &c)?.into_raw())
     })
 }
 
@@ -119,18 +119,19 @@ pub extern "system" fn Java_dev_rl_Native_acquireAllAsync<'l>(
     costs: JLongArray<'l>,
     grp: JByteArray<'l>,
     future: JObject<'l>,
-) {
-    entry(&mut env, (), |env| {
+) -> jobject {
+    entry(&mut env, std::ptr::null_mut(), |env| {
         let l = limiter(handle)?.as_async().clone();
         let rules = rules(env, &keys, &limits, &windows, &costs)?;
         let g = group(env, &grp)?;
-        start(env, &future, async move {
+        let ready = start_flat(env, &future, async move {
             let c = l.acquire_all(&rules, g.as_deref()).await;
             if let Some(r) = rules.first() {
                 test_panic(TestPanic::Future, &r.key);
             }
             c.map(Outcome::Composite)
-        })
+        })?;
+        Ok(ready.map_or(std::ptr::null_mut(), |a| a.into_raw()))
     })
 }
 

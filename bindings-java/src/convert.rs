@@ -1,7 +1,7 @@
 //! Conversions between Java values and the core's: arguments and options in, decisions and stats
 //! out. Nothing here knows a range, a default or an option name: the core's tables do.
 
-use jni::objects::{JByteArray, JClass, JObject, JObjectArray, JString};
+use jni::objects::{JByteArray, JClass, JLongArray, JObject, JObjectArray, JString};
 use jni::signature::ReturnType;
 use jni::sys::{jboolean, jint, jlong, jvalue};
 use jni::JNIEnv;
@@ -67,7 +67,8 @@ pub fn optional_string(env: &mut JNIEnv, s: &JString) -> Result<Option<String>, 
 
 /// A Java `String[]`.
 pub fn strings<'l>(env: &mut JNIEnv<'l>, items: &[&str]) -> Result<JObjectArray<'l>, Failure> {
-    let array = env.new_object_array(items.len() as jint, "java/lang/String", JObject::null())?;
+    let class = <&JClass>::from(cache()?.string_class.as_obj());
+    let array = env.new_object_array(items.len() as jint, class, JObject::null())?;
     for (i, s) in items.iter().enumerate() {
         let s = env.new_string(s)?;
         env.set_object_array_element(&array, i as jint, &s)?;
@@ -175,6 +176,55 @@ fn mode_index(m: Mode) -> jint {
         .map_or(-1, |i| i as jint)
 }
 
+/// A decision as the seven `long`s `Native.decisionOf` reads: allowed (0/1), remaining, used,
+/// retry_after_ms, reset_after_ms, the mode's index, now_ms.
+fn push_decision(out: &mut Vec<jlong>, d: &Decision) {
+    out.extend_from_slice(&[
+        d.allowed as jlong,
+        long(d.remaining),
+        long(d.used),
+        long(d.retry_after_ms),
+        long(d.reset_after_ms),
+        mode_index(d.mode) as jlong,
+        long(d.now_ms),
+    ]);
+}
+
+fn long_array<'l>(env: &mut JNIEnv<'l>, v: &[jlong]) -> Result<JLongArray<'l>, Failure> {
+    let a = env.new_long_array(v.len() as jint)?;
+    env.set_long_array_region(&a, 0, v)?;
+    Ok(a)
+}
+
+/// A decision as a `long[]` (see `push_decision`), for `Native.decisionOf`. A call's answer
+/// crosses JNI this way rather than as an object a native call builds through upcalls into
+/// Java: two cheap array calls instead of one or more `Call*Method`s, which cost most on a
+/// gateway's cold path (a request every few milliseconds, caches cold each time).
+pub fn decision_longs<'l>(env: &mut JNIEnv<'l>, d: &Decision) -> Result<JLongArray<'l>, Failure> {
+    let mut v = Vec::with_capacity(7);
+    push_decision(&mut v, d);
+    long_array(env, &v)
+}
+
+/// A composite decision as a `long[]` for `Native.compositeOf`: allowed (0/1), retry_after_ms,
+/// the mode's index, now_ms, then each rule's decision as `push_decision` writes it.
+pub fn composite_longs<'l>(
+    env: &mut JNIEnv<'l>,
+    c: &CompositeDecision,
+) -> Result<JLongArray<'l>, Failure> {
+    let mut v = Vec::with_capacity(4 + 7 * c.decisions.len());
+    v.extend_from_slice(&[
+        c.allowed as jlong,
+        long(c.retry_after_ms),
+        mode_index(c.mode) as jlong,
+        long(c.now_ms),
+    ]);
+    for d in &c.decisions {
+        push_decision(&mut v, d);
+    }
+    long_array(env, &v)
+}
+
 /// A `dev.rl.Decision`, made by `Native.decision`.
 pub fn decision<'l>(env: &mut JNIEnv<'l>, d: &Decision) -> Result<JObject<'l>, Failure> {
     let c = cache()?;
@@ -211,7 +261,7 @@ pub fn composite<'l>(env: &mut JNIEnv<'l>, c: &CompositeDecision) -> Result<JObj
     let cache = cache()?;
     let list = env.new_object_array(
         c.decisions.len() as jint,
-        "java/lang/Object",
+        <&JClass>::from(cache.object_class.as_obj()),
         JObject::null(),
     )?;
     for (i, d) in c.decisions.iter().enumerate() {

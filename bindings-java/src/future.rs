@@ -10,7 +10,7 @@
 
 use std::future::Future;
 
-use jni::objects::{GlobalRef, JObject, JValueOwned};
+use jni::objects::{GlobalRef, JLongArray, JObject, JValueOwned};
 use jni::signature::{Primitive, ReturnType};
 use jni::sys::jvalue;
 use jni::JNIEnv;
@@ -122,6 +122,33 @@ pub fn start<F>(env: &mut JNIEnv, future: &JObject, call: F) -> Result<(), Failu
 where
     F: Future<Output = rl_core::Result<Outcome>> + Send + 'static,
 {
+    start_with(env, future, call, false).map(drop)
+}
+
+/// [`start`] for a call whose Java side completes the future itself with a decision made at
+/// once (a lease, the denial cache, the memory backend): that decision comes back as a `long[]`
+/// (`convert::decision_longs`, `convert::composite_longs`), with no upcall into Java; `None`
+/// when the future is completed from here or from the runtime.
+pub fn start_flat<'l, F>(
+    env: &mut JNIEnv<'l>,
+    future: &JObject,
+    call: F,
+) -> Result<Option<JLongArray<'l>>, Failure>
+where
+    F: Future<Output = rl_core::Result<Outcome>> + Send + 'static,
+{
+    start_with(env, future, call, true)
+}
+
+fn start_with<'l, F>(
+    env: &mut JNIEnv<'l>,
+    future: &JObject,
+    call: F,
+    flat: bool,
+) -> Result<Option<JLongArray<'l>>, Failure>
+where
+    F: Future<Output = rl_core::Result<Outcome>> + Send + 'static,
+{
     let future = convert::future(future)?;
     let mut no_ref = None;
     let started = rl_core::runtime::run_or_spawn(CatchUnwind::new(call), || {
@@ -141,7 +168,13 @@ where
         Started::Ready(Ok(Err(e))) if e.kind() == rl_core::ErrorKind::InvalidArgument => {
             Err(Failure::Core(e))
         }
-        Started::Ready(result) => deliver(env, future, result),
-        Started::Spawned => Ok(()),
+        Started::Ready(Ok(Ok(Outcome::Decision(d)))) if flat => {
+            Ok(Some(convert::decision_longs(env, &d)?))
+        }
+        Started::Ready(Ok(Ok(Outcome::Composite(c)))) if flat => {
+            Ok(Some(convert::composite_longs(env, &c)?))
+        }
+        Started::Ready(result) => deliver(env, future, result).map(|()| None),
+        Started::Spawned => Ok(None),
     }
 }

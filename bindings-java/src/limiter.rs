@@ -11,7 +11,7 @@ use rl_core::unwind::{test_panic, TestPanic};
 
 use crate::convert::{self, key_bytes, limiter, unsigned};
 use crate::error::{entry, Failure};
-use crate::future::{start, Outcome};
+use crate::future::{start, start_flat, Outcome};
 
 /// Runs a blocking core call. On a thread inside the core's runtime (a Java callback of an async
 /// call, running on a runtime worker, that calls a synchronous method), it first hands the
@@ -143,7 +143,7 @@ pub extern "system" fn Java_dev_rl_Native_acquire<'l>(
             unsigned("cost", cost)?,
         );
         let d = blocking(|| l.acquire(&key, limit, window_ms, cost))?;
-        Ok(convert::decision(env, &d)?.into_raw())
+        Ok(convert::decision_longs(env, &d)?.into_raw())
     })
 }
 
@@ -218,8 +218,8 @@ pub extern "system" fn Java_dev_rl_Native_acquireAsync<'l>(
     window_ms: jlong,
     cost: jlong,
     future: JObject<'l>,
-) {
-    entry(&mut env, (), |env| {
+) -> jobject {
+    entry(&mut env, std::ptr::null_mut(), |env| {
         let l = limiter(handle)?.as_async().clone();
         let key = key_bytes(env, &key)?;
         let (limit, window_ms, cost) = (
@@ -227,11 +227,12 @@ pub extern "system" fn Java_dev_rl_Native_acquireAsync<'l>(
             unsigned("window_ms", window_ms)?,
             unsigned("cost", cost)?,
         );
-        start(env, &future, async move {
+        let ready = start_flat(env, &future, async move {
             let d = l.acquire(&key, limit, window_ms, cost).await;
             test_panic(TestPanic::Future, &key);
             d.map(Outcome::Decision)
-        })
+        })?;
+        Ok(ready.map_or(std::ptr::null_mut(), |a| a.into_raw()))
     })
 }
 

@@ -2,8 +2,12 @@
 # The Java HTTP benchmark: wrk against a Spring Cloud Gateway (one route, one client key) in front
 # of an in-process upstream that counts what it served, three ways in one run:
 #   none   no limiter;
+#   allow  SCG's RequestRateLimiter filter with a limiter that allows everything at once (what the
+#          filter itself costs; not in the default MODES);
 #   rl     rl's RlRateLimiter (dev.rl:rl-spring-cloud-gateway): LIMIT per WINDOW_MS, exact;
 #   rl-leases  the same with `rl.options.leases: on` (decisions from exact leases, few Redis calls);
+#   rl-memory  rl on its in-process backend (memory://): the middleware's own cost, no Redis (not in
+#          the default MODES);
 #   redis  SCG's RedisRateLimiter (token bucket: replenish LIMIT per second-equivalent, burst LIMIT).
 # Load is wrk's closed loop (CONNS connections), far above LIMIT. Reported per way: req/s,
 # P50/P99 latency, the most the upstream served in any WINDOW_MS (its own arrival timestamps), and
@@ -87,12 +91,13 @@ done
 all=("${mways[@]}")
 declare -A gw_port gw_pids
 start_gateway() {  # way
-  local way="$1" mode="${1%-again}" port extra=()
+  local way="$1" mode="${1%-again}" port extra=() url="$RL_TEST_REDIS_URL"
   port="$(free_port)"
   [ "$mode" = rl-leases ] && extra=(--rl.options.leases=on)
+  if [ "$mode" = rl-memory ]; then mode=rl; url=memory://; fi
   java -Xms512m -Xmx512m -Dsun.net.httpserver.nodelay=true -Drl.native.path="$target/release/librl_java.so" -cp "$cp" dev.rl.bench.http.BenchGateway \
     --server.port="$port" --server.address=127.0.0.1 --bench.mode="$mode" --bench.limit="$limit" \
-    --bench.window-ms="$window" --rl.url="$RL_TEST_REDIS_URL" "--rl.options.key_prefix=bench-$way:" \
+    --bench.window-ms="$window" --rl.url="$url" "--rl.options.key_prefix=bench-$way:" \
     "--rl.routes.bench.policies=$limit per ${window}ms" \
     --spring.data.redis.host=127.0.0.1 --spring.data.redis.port="$RL_TEST_REDIS_PORT" \
     --logging.level.root=WARN "${extra[@]}" >"$results/$way.log" 2>&1 &
@@ -157,7 +162,7 @@ fi
 # Moderate load: ROUNDS vegeta runs per way (none-again included), in turns. P50/P99 are those
 # of every round's requests together (one round's P99 is a handful of requests, at the mercy of
 # one GC pause or scheduler hiccup on a shared machine), each round's P99 shown beside them.
-declare -A mfiles normal0 mstats
+declare -A mfiles normal0 mstats mcmds
 if [[ " $phases " == *" moderate "* ]]; then
   echo "== moderate: $rate req/s, $rounds rounds of $secs s per way, in turns"
   for way in "${mways[@]}"; do normal0[$way]="$(field rl_normal "$(stats_of "$way")")"; done
@@ -165,8 +170,10 @@ if [[ " $phases " == *" moderate "* ]]; then
     for way in $(turns "$r" "${mways[@]}"); do
       f="$results/$way.$r.vegeta"
       mfiles[$way]+=" $f"
+      before="$(redis_calls)"
       echo "GET http://127.0.0.1:${gw_port[$way]}/bench/x" \
         | GOGC=off "$vegeta" attack -rate="$rate/s" -duration="${secs}s" -timeout=2s >"$f"
+      mcmds[$way]=$(( ${mcmds[$way]:-0} + $(redis_calls) - before ))
     done
   done
   for way in "${mways[@]}"; do mstats[$way]="$(stats_of "$way")"; done
@@ -198,7 +205,8 @@ print(r["requests"], "%.2f" % (l["50th"]/1e6), "%.2f" % (l["99th"]/1e6), r["stat
     mp99[$way]="$m99"
     mtrips="-"
     case "$way" in rl | rl-leases) mtrips=$(( $(field rl_normal "${mstats[$way]}") - ${normal0[$way]} )) ;; esac
-    mrows+=("$way $mreq $m50 $m99 $mok $(field served "${mstats[$way]}") $mall $mtrips")
+    mcr="$(awk -v c="${mcmds[$way]}" -v n="$mreq" 'BEGIN {printf "%.3f", c/n}')"
+    mrows+=("$way $mreq $m50 $m99 $mok $(field served "${mstats[$way]}") $mcr $mall $mtrips")
   done
 fi
 
@@ -211,13 +219,13 @@ fi
 if [ ${#mrows[@]} -gt 0 ]; then
   echo
   echo "moderate load: $rate req/s, $rounds rounds of $secs s per way in turns (vegeta, open loop; all below the limit, so all admitted); P50/P99: of all rounds' requests together; none-again: the A/A control"
-  printf '%-10s %9s %9s %9s %9s %10s %14s %14s  %s\n' way requests "P50 ms" "P99 ms" "200s" served "added P99" "rl by Redis" "P99 per round"
+  printf '%-10s %9s %9s %9s %9s %10s %14s %14s %14s  %s\n' way requests "P50 ms" "P99 ms" "200s" served "added P99" "rl by Redis" "redis cmd/req" "P99 per round"
   for r in "${mrows[@]}"; do
-    read -r way mreq m50 m99 mok mserved mall mtrips <<<"$r"
+    read -r way mreq m50 m99 mok mserved mcr mall mtrips <<<"$r"
     added="-"
     if [ "$way" != none ] && [ -n "${mp99[none]:-}" ]; then
       added="$(awk -v a="$m99" -v b="${mp99[none]}" 'BEGIN {printf "%+.0f%%", (a-b)/b*100}')"
     fi
-    printf '%-10s %9s %9s %9s %9s %10s %14s %14s  %s\n' "$way" "$mreq" "$m50" "$m99" "$mok" "$mserved" "$added" "$mtrips" "$mall"
+    printf '%-10s %9s %9s %9s %9s %10s %14s %14s %14s  %s\n' "$way" "$mreq" "$m50" "$m99" "$mok" "$mserved" "$added" "$mtrips" "$mcr" "$mall"
   done
 fi

@@ -128,7 +128,7 @@ public final class RateLimiter implements AutoCloseable {
     public Decision acquire(byte[] key, long limit, long windowMs, long cost) {
         long h = handle.enter();
         try {
-            return Native.acquire(h, key, limit, windowMs, cost);
+            return Native.decisionOf(Native.acquire(h, key, limit, windowMs, cost), 0);
         } finally {
             handle.exit();
         }
@@ -152,11 +152,15 @@ public final class RateLimiter implements AutoCloseable {
     /** {@link #acquire(byte[], long, long, long)} without blocking. */
     public CompletableFuture<Decision> acquireAsync(byte[] key, long limit, long windowMs, long cost) {
         CompletableFuture<Decision> future = new CompletableFuture<>();
+        long[] now;
         long h = handle.enter();
         try {
-            Native.acquireAsync(h, key, limit, windowMs, cost, future);
+            now = Native.acquireAsync(h, key, limit, windowMs, cost, future);
         } finally {
             handle.exit();
+        }
+        if (now != null) {
+            future.complete(Native.decisionOf(now, 0));
         }
         return hop(future);
     }
@@ -174,7 +178,7 @@ public final class RateLimiter implements AutoCloseable {
         Rules r = Rules.of(rules, group);
         long h = handle.enter();
         try {
-            return Native.acquireAll(h, r.keys, r.limits, r.windows, r.costs, r.group);
+            return Native.compositeOf(Native.acquireAll(h, r.keys, r.limits, r.windows, r.costs, r.group));
         } finally {
             handle.exit();
         }
@@ -184,11 +188,15 @@ public final class RateLimiter implements AutoCloseable {
     public CompletableFuture<CompositeDecision> acquireAllAsync(List<Rule> rules, String group) {
         Rules r = Rules.of(rules, group);
         CompletableFuture<CompositeDecision> future = new CompletableFuture<>();
+        long[] now;
         long h = handle.enter();
         try {
-            Native.acquireAllAsync(h, r.keys, r.limits, r.windows, r.costs, r.group, future);
+            now = Native.acquireAllAsync(h, r.keys, r.limits, r.windows, r.costs, r.group, future);
         } finally {
             handle.exit();
+        }
+        if (now != null) {
+            future.complete(Native.compositeOf(now));
         }
         return hop(future);
     }

@@ -128,6 +128,27 @@ class AsyncTest {
             CompletableFuture<Decision> f = l.acquireAsync("k", 1, 1000);
             assertTrue(f.isDone(), "the memory backend answers during the call itself");
             assertTrue(f.join().allowed());
+            assertEquals(0, f.join().remaining());
+            // Several rules, decided at once too: every field of every rule's decision arrives.
+            CompletableFuture<CompositeDecision> all = l.acquireAllAsync(
+                    java.util.List.of(new Rule("a", 5, 1000, 2), new Rule("b", 3, 60_000, 1)), "g");
+            assertTrue(all.isDone(), "the memory backend answers during the call itself");
+            CompositeDecision c = all.join();
+            assertTrue(c.allowed());
+            assertEquals(2, c.decisions().size());
+            Decision a = c.decisions().get(0);
+            Decision b = c.decisions().get(1);
+            assertEquals(3, a.remaining());
+            assertEquals(2, a.used());
+            assertEquals(2, b.remaining());
+            assertEquals(1, b.used());
+            assertTrue(b.resetAfterMs() > 59_000 && b.resetAfterMs() <= 60_000, b.toString());
+            assertEquals(c.mode(), a.mode());
+            assertTrue(c.nowMs() > 0 && a.nowMs() > 0, c.toString());
+            CompletableFuture<CompositeDecision> denied = l.acquireAllAsync(
+                    java.util.List.of(new Rule("a", 5, 1000, 1), new Rule("b", 3, 60_000, 3)), "g");
+            assertFalse(denied.join().allowed());
+            assertTrue(denied.join().retryAfterMs() > 0, denied.join().toString());
         }
     }
 }

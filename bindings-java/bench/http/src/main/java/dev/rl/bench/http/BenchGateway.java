@@ -25,7 +25,8 @@ import org.springframework.context.annotation.Primary;
  * RlRateLimiter, policies from {@code rl.routes.bench.policies}; {@code rl-leases} the same, with
  * {@code rl.options.leases=on} given by the run script) or {@code redis} (SCG's
  * RedisRateLimiter, a token bucket: replenish {@code limit / window} per second, burst
- * {@code limit}). {@code /__stats?window=MS} (unlimited route) reports what the upstream served
+ * {@code limit}) or {@code allow} (the same filter with a limiter that allows everything: the
+ * filter's own cost). {@code /__stats?window=MS} (unlimited route) reports what the upstream served
  * and the most it served in any window, then forgets it.
  */
 @SpringBootApplication
@@ -101,10 +102,39 @@ public class BenchGateway {
                         // rl-leases: the same, the run script adding rl.options.leases=on.
                         case "rl", "rl-leases" -> f.requestRateLimiter(c -> c.setRateLimiter(rl).setKeyResolver(keys));
                         case "redis" -> f.requestRateLimiter(c -> c.setRateLimiter(redis).setKeyResolver(keys));
-                        default -> throw new IllegalArgumentException("bench.mode is " + mode + "; use none, rl, rl-leases or redis");
+                        // SCG's RequestRateLimiter filter with a limiter that allows everything at
+                        // once: what the filter itself costs, whichever limiter it asks.
+                        case "allow" -> f.requestRateLimiter(c -> c.setRateLimiter(new AllowAll()).setKeyResolver(keys));
+                        default -> throw new IllegalArgumentException("bench.mode is " + mode + "; use none, allow, rl, rl-leases or redis");
                     }
                     return f;
                 }).uri(uri))
                 .build();
+    }
+
+    /** Allows every request at once, no headers. */
+    static final class AllowAll implements org.springframework.cloud.gateway.filter.ratelimit.RateLimiter<Object> {
+        private static final reactor.core.publisher.Mono<Response> ALLOWED =
+                reactor.core.publisher.Mono.just(new Response(true, java.util.Map.of()));
+
+        @Override
+        public reactor.core.publisher.Mono<Response> isAllowed(String routeId, String id) {
+            return ALLOWED;
+        }
+
+        @Override
+        public java.util.Map<String, Object> getConfig() {
+            return java.util.Map.of();
+        }
+
+        @Override
+        public Class<Object> getConfigClass() {
+            return Object.class;
+        }
+
+        @Override
+        public Object newConfig() {
+            return new Object();
+        }
     }
 }
