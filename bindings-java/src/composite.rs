@@ -79,7 +79,7 @@ pub fn rules(
     Ok(out)
 }
 
-fn group(env: &mut JNIEnv, group: &JByteArray) -> Result<Option<Vec<u8>>, Failure> {
+pub(crate) fn group(env: &mut JNIEnv, group: &JByteArray) -> Result<Option<Vec<u8>>, Failure> {
     if group.is_null() {
         return Ok(None);
     }

@@ -10,7 +10,7 @@
 
 use std::future::Future;
 
-use jni::objects::{GlobalRef, JLongArray, JObject, JValueOwned};
+use jni::objects::{GlobalRef, JObject, JValueOwned};
 use jni::signature::{Primitive, ReturnType};
 use jni::sys::jvalue;
 use jni::JNIEnv;
@@ -27,6 +27,8 @@ use crate::error::{throwable, Failure};
 pub enum Outcome {
     Decision(Decision),
     Composite(CompositeDecision),
+    /// A prepared-policies call: the decision and its rendered response (`prepared::responded`).
+    Responded(CompositeDecision, rl_core::headers::Response),
     Unit,
 }
 
@@ -40,6 +42,7 @@ fn deliver(env: &mut JNIEnv, future: &JObject, result: Finished) -> Result<(), F
         let value = match result {
             Ok(Ok(Outcome::Decision(d))) => Ok(decision(env, &d)?),
             Ok(Ok(Outcome::Composite(c))) => Ok(convert::composite(env, &c)?),
+            Ok(Ok(Outcome::Responded(c, r))) => Ok(crate::prepared::responded(env, &c, &r)?),
             Ok(Ok(Outcome::Unit)) => Ok(JObject::null()),
             Ok(Err(e)) => Err(throwable(env, &Failure::Core(e))?),
             Err(panic) => Err(throwable(env, &Failure::Internal(panic))?),
@@ -127,13 +130,14 @@ where
 
 /// [`start`] for a call whose Java side completes the future itself with a decision made at
 /// once (a lease, the denial cache, the memory backend): that decision comes back as a `long[]`
-/// (`convert::decision_longs`, `convert::composite_longs`), with no upcall into Java; `None`
-/// when the future is completed from here or from the runtime.
+/// (`convert::decision_longs`, `convert::composite_longs`; a prepared-policies call's as
+/// `prepared::responded`'s array), with no upcall into Java; `None` when the future is completed
+/// from here or from the runtime.
 pub fn start_flat<'l, F>(
     env: &mut JNIEnv<'l>,
     future: &JObject,
     call: F,
-) -> Result<Option<JLongArray<'l>>, Failure>
+) -> Result<Option<JObject<'l>>, Failure>
 where
     F: Future<Output = rl_core::Result<Outcome>> + Send + 'static,
 {
@@ -145,7 +149,7 @@ fn start_with<'l, F>(
     future: &JObject,
     call: F,
     flat: bool,
-) -> Result<Option<JLongArray<'l>>, Failure>
+) -> Result<Option<JObject<'l>>, Failure>
 where
     F: Future<Output = rl_core::Result<Outcome>> + Send + 'static,
 {
@@ -169,10 +173,13 @@ where
             Err(Failure::Core(e))
         }
         Started::Ready(Ok(Ok(Outcome::Decision(d)))) if flat => {
-            Ok(Some(convert::decision_longs(env, &d)?))
+            Ok(Some(convert::decision_longs(env, &d)?.into()))
         }
         Started::Ready(Ok(Ok(Outcome::Composite(c)))) if flat => {
-            Ok(Some(convert::composite_longs(env, &c)?))
+            Ok(Some(convert::composite_longs(env, &c)?.into()))
+        }
+        Started::Ready(Ok(Ok(Outcome::Responded(c, r)))) if flat => {
+            Ok(Some(crate::prepared::responded(env, &c, &r)?))
         }
         Started::Ready(result) => deliver(env, future, result).map(|()| None),
         Started::Spawned => Ok(None),

@@ -19,7 +19,7 @@ fn invalid(name: &'static str, message: String) -> Failure {
 }
 
 /// Policies from parallel arrays, each checked by the core (`Policy::new`).
-fn policies(
+pub(crate) fn policies(
     env: &mut JNIEnv,
     names: &JObjectArray,
     limits: &JLongArray,
@@ -50,6 +50,21 @@ fn policies(
         )?);
     }
     Ok(out)
+}
+
+/// A header style by the core's name of it.
+pub(crate) fn style(env: &mut JNIEnv, style: &JString) -> Result<HeaderStyle, Failure> {
+    if style.is_null() {
+        return Err(invalid("style", "must not be null".into()));
+    }
+    let text: String = env.get_string(style)?.into();
+    HeaderStyle::from_name(&text).ok_or_else(|| {
+        let known: Vec<&str> = HeaderStyle::ALL.iter().map(|s| s.as_str()).collect();
+        invalid(
+            "style",
+            format!("is {text:?}; use one of {}", known.join(", ")),
+        )
+    })
 }
 
 /// Decisions flattened by Java, six `long`s each: allowed (0/1), remaining, used, retry_after_ms,
@@ -165,17 +180,7 @@ pub extern "system" fn Java_dev_rl_Native_renderHeaders<'l>(
     style: JString<'l>,
 ) -> jobjectArray {
     entry(&mut env, std::ptr::null_mut(), |env| {
-        if style.is_null() {
-            return Err(invalid("style", "must not be null".into()));
-        }
-        let style_text: String = env.get_string(&style)?.into();
-        let style = HeaderStyle::from_name(&style_text).ok_or_else(|| {
-            let known: Vec<&str> = HeaderStyle::ALL.iter().map(|s| s.as_str()).collect();
-            invalid(
-                "style",
-                format!("is {style_text:?}; use one of {}", known.join(", ")),
-            )
-        })?;
+        let style = self::style(env, &style)?;
         let ps = policies(env, &names, &limits, &windows)?;
         let ds = decisions(env, &flat)?;
         let fields = render(

@@ -14,7 +14,9 @@
 //! - [`future`]: async calls and the `CompletableFuture`s they complete;
 //! - [`limiter`]: the entry points on a limiter handle;
 //! - [`composite`]: `acquireAll`, several rules in one atomic decision;
-//! - [`headers`]: policy strings, response fields and the problem body, for middleware.
+//! - [`headers`]: policy strings, response fields and the problem body, for middleware;
+//! - [`prepared`]: a middleware's policies checked once, then one call per request that decides
+//!   and renders.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
@@ -25,6 +27,7 @@ mod error;
 mod future;
 mod headers;
 mod limiter;
+mod prepared;
 
 use jni::objects::JClass;
 use jni::sys::{jint, jobjectArray};
@@ -32,7 +35,7 @@ use jni::JNIEnv;
 
 /// Bumped whenever a `native` signature in `dev.rl.Native`, or a Java method native code calls,
 /// changes; Java refuses a library whose number differs (a stale `librl_java.so`).
-const ABI_VERSION: jint = 4;
+const ABI_VERSION: jint = 5;
 
 #[no_mangle]
 pub extern "system" fn Java_dev_rl_Native_abiVersion(_env: JNIEnv, _class: JClass) -> jint {

@@ -26,7 +26,11 @@
 # All the ways' gateways run at once, each with its own key prefix; the ways take turns round by
 # round (the order rotated each round), so a slow spell of a shared machine is shared by all.
 #
-#   bash bindings-java/bench/http/run.sh            (env: SECONDS_PER_RUN=10 CONNS=32 LIMIT=500 WINDOW_MS=1000 MODES="none rl rl-leases redis" RATE=LIMIT/2 per s ROUNDS=6 WARMUP_SECONDS=3*SECONDS_PER_RUN PHASES="over moderate")
+# With TIME=1 each gateway also times, in itself, the limiter per request (the filter's ask to its
+# answer) and the whole request (first filter to response, upstream included), and the moderate
+# phase reports their P50/P99/P99.9 in µs per way: where a way's added latency is spent.
+#
+#   bash bindings-java/bench/http/run.sh            (env: SECONDS_PER_RUN=10 CONNS=32 LIMIT=500 WINDOW_MS=1000 MODES="none rl rl-leases redis" RATE=LIMIT/2 per s ROUNDS=6 WARMUP_SECONDS=3*SECONDS_PER_RUN PHASES="over moderate" TIME=0)
 #
 # Builds and installs dev.rl:rl-java (release native library) and dev.rl:rl-spring-cloud-gateway
 # first, and loads the release library from the cargo target dir (rl.native.path), whatever jar a
@@ -45,6 +49,7 @@ rate="${RATE:-$((limit * 1000 / window / 2))}"
 rounds="${ROUNDS:-6}"
 phases="${PHASES:-over moderate}"
 warmup="${WARMUP_SECONDS:-$((secs * 3))}"
+time_it="${TIME:-0}"
 mvn_flags=(-q -B -ntp -Dstyle.color=never)
 command -v wrk >/dev/null || { echo "wrk is missing: apt-get install -y wrk" >&2; exit 1; }
 vegeta="$(command -v vegeta || echo "$target/tools/bin/vegeta")"
@@ -100,7 +105,7 @@ start_gateway() {  # way
     --bench.window-ms="$window" --rl.url="$url" "--rl.options.key_prefix=bench-$way:" \
     "--rl.routes.bench.policies=$limit per ${window}ms" \
     --spring.data.redis.host=127.0.0.1 --spring.data.redis.port="$RL_TEST_REDIS_PORT" \
-    --logging.level.root=WARN "${extra[@]}" >"$results/$way.log" 2>&1 &
+    --logging.level.root=WARN --bench.time="$([ "$time_it" = 1 ] && echo true || echo false)" "${extra[@]}" >"$results/$way.log" 2>&1 &
   gw_pids[$way]=$!
   gw_pid="${gw_pids[*]}"
   gw_port[$way]="$port"
@@ -235,4 +240,15 @@ if [ ${#mrows[@]} -gt 0 ]; then
     fi
     printf '%-10s %9s %9s %9s %9s %10s %14s %14s %14s  %s\n' "$way" "$mreq" "$m50" "$m99" "$mok" "$mserved" "$added" "$mtrips" "$mcr" "$mall"
   done
+  if [ "$time_it" = 1 ]; then
+    echo
+    echo "timed inside each gateway over the moderate rounds, µs: the limiter (ask to answer) and the whole request (first filter to response); leases taken / refunds since the gateway started"
+    printf '%-10s %8s %8s %8s %8s %8s %8s %8s\n' way "lim P50" "lim P99" "lim P999" "gw P50" "gw P99" "gw P999" "leases"
+    for way in "${mways[@]}"; do
+      st="${mstats[$way]}"
+      get() { grep -oE "(^| )$1=[0-9]+" <<<"$st" | cut -d= -f2 || true; }
+      printf '%-10s %8s %8s %8s %8s %8s %8s %8s\n' "$way" "$(get limiter_p50_us)" "$(get limiter_p99_us)" "$(get limiter_p999_us)" \
+        "$(get gateway_p50_us)" "$(get gateway_p99_us)" "$(get gateway_p999_us)" "$(get leases_taken)/$(get lease_refunds)"
+    done
+  fi
 fi

@@ -11,7 +11,7 @@ import java.util.concurrent.CompletableFuture;
  */
 final class Native {
     /** Must equal {@code ABI_VERSION} in lib.rs. */
-    static final int ABI_VERSION = 4;
+    static final int ABI_VERSION = 5;
 
     static {
         NativeLoader.load();
@@ -104,6 +104,18 @@ final class Native {
 
     static native String problemContentType();
 
+    /** {@link PreparedPolicies#of}: a handle freed by {@link #freePolicies}. */
+    static native long preparePolicies(String[] names, long[] limits, long[] windowsMs, String style);
+
+    static native void freePolicies(long policies);
+
+    /** {@code [long[] decision, String[] fields, String body]} ({@link #policyResponseOf}). */
+    static native Object[] acquirePolicies(long handle, long policies, byte[] key, long cost, byte[] group);
+
+    /** The same when decided at once; null when {@code future} is completed with it by native code. */
+    static native Object[] acquirePoliciesAsync(long handle, long policies, byte[] key, long cost, byte[] group,
+            CompletableFuture<Object[]> future);
+
     /** The names of rl-core's modes ({@code Mode::ALL}), in order. */
     private static native String[] modes();
 
@@ -141,6 +153,17 @@ final class Native {
             ds[i] = decisionOf(f, 4 + 7 * i);
         }
         return new CompositeDecision(f[0] != 0, f[1], MODES[(int) f[2]], f[3], java.util.List.of(ds));
+    }
+
+    /** A prepared-policies call's answer: the decision, the fields as name/value pairs, the body. */
+    static PolicyResponse policyResponseOf(Object[] r) {
+        String[] nv = (String[]) r[1];
+        @SuppressWarnings("unchecked")
+        java.util.Map.Entry<String, String>[] fields = new java.util.Map.Entry[nv.length / 2];
+        for (int i = 0; i < fields.length; i++) {
+            fields[i] = java.util.Map.entry(nv[2 * i], nv[2 * i + 1]);
+        }
+        return new PolicyResponse(compositeOf((long[]) r[0]), java.util.List.of(fields), (String) r[2]);
     }
 
     static CompositeDecision composite(boolean allowed, long retryAfterMs, int mode, long nowMs,

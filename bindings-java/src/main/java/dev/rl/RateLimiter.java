@@ -202,6 +202,56 @@ public final class RateLimiter implements AutoCloseable {
     }
 
     /**
+     * One request under a middleware's policies: each policy on {@code key} asking {@code cost},
+     * all or nothing ({@link #acquireAll}), and the response fields and problem body rendered
+     * from the decision, in one native call. Bad values throw {@link IllegalArgumentException}
+     * naming {@code policies}, {@code key}, {@code cost} or {@code group}.
+     */
+    public PolicyResponse acquirePolicies(PreparedPolicies policies, String key, long cost, String group) {
+        byte[] k = utf8(key);
+        byte[] g = group == null ? null : group.getBytes(StandardCharsets.UTF_8);
+        long p = policiesHandle(policies);
+        long h = handle.enter();
+        try {
+            return Native.policyResponseOf(Native.acquirePolicies(h, p, k, cost, g));
+        } finally {
+            handle.exit();
+            java.lang.ref.Reference.reachabilityFence(policies);
+        }
+    }
+
+    /**
+     * {@link #acquirePolicies} without blocking; argument errors throw at the call. A request
+     * decided at once (a lease, the denial cache, memory) returns a completed future.
+     */
+    public CompletableFuture<PolicyResponse> acquirePoliciesAsync(PreparedPolicies policies, String key, long cost,
+            String group) {
+        byte[] k = utf8(key);
+        byte[] g = group == null ? null : group.getBytes(StandardCharsets.UTF_8);
+        long p = policiesHandle(policies);
+        CompletableFuture<Object[]> future = new CompletableFuture<>();
+        Object[] now;
+        long h = handle.enter();
+        try {
+            now = Native.acquirePoliciesAsync(h, p, k, cost, g, future);
+        } finally {
+            handle.exit();
+            java.lang.ref.Reference.reachabilityFence(policies);
+        }
+        if (now != null) {
+            return hop(CompletableFuture.completedFuture(Native.policyResponseOf(now)));
+        }
+        return hop(future.thenApply(Native::policyResponseOf));
+    }
+
+    private static long policiesHandle(PreparedPolicies policies) {
+        if (policies == null) {
+            throw new IllegalArgumentException("invalid argument `policies`: must not be null");
+        }
+        return policies.handle;
+    }
+
+    /**
      * Forgets everything admitted on {@code key} inside {@code group}: the window
      * {@link #acquireAll(List, String)} keeps for {@code key} with that group. The same key
      * ungrouped or in another group is untouched (each is a window of its own); a null

@@ -1,12 +1,10 @@
 package dev.rl.gateway;
 
 import dev.rl.Policy;
+import dev.rl.PreparedPolicies;
 import dev.rl.RateLimitHeaders;
 import dev.rl.RateLimiter;
-import dev.rl.Rule;
-import java.util.ArrayList;
 import java.util.LinkedHashMap;
-import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import org.springframework.cloud.gateway.filter.ratelimit.AbstractRateLimiter;
@@ -16,7 +14,7 @@ import reactor.core.publisher.Mono;
 /**
  * rl as a Spring Cloud Gateway {@code RateLimiter}, for the {@code RequestRateLimiter} filter
  * (in place of {@code RedisRateLimiter}): every policy of the route in one atomic
- * {@link RateLimiter#acquireAllAsync} call, never blocking a Netty thread, and the core's
+ * {@link RateLimiter#acquirePoliciesAsync} call (which also renders the response fields), never blocking a Netty thread, and the core's
  * {@code RateLimit-Policy} / {@code RateLimit} fields on every response ({@code Retry-After} too on
  * a denial, which the filter answers with 429).
  *
@@ -76,8 +74,8 @@ public class RlRateLimiter extends AbstractRateLimiter<RlRateLimiter.Config> {
         }
     }
 
-    /** A route's parsed policies and cost. */
-    private record Route(List<Policy> policies, long cost) {}
+    /** A route's policies (checked once, with the header style) and cost. */
+    private record Route(PreparedPolicies policies, long cost) {}
 
     public RlRateLimiter(RateLimiter limiter, RlProperties properties, ConfigurationService configurationService) {
         super(Config.class, CONFIGURATION_PROPERTY_NAME, configurationService);
@@ -88,30 +86,29 @@ public class RlRateLimiter extends AbstractRateLimiter<RlRateLimiter.Config> {
     @Override
     public Mono<Response> isAllowed(String routeId, String id) {
         Route route;
-        List<Rule> rules;
+        String key;
         try {
             route = routes.computeIfAbsent(routeId, this::route);
-            String key = properties.isPerRouteKeys() ? routeId + "|" + id : id;
-            rules = new ArrayList<>(route.policies.size());
-            for (Policy p : route.policies) {
-                rules.add(p.on(key, route.cost));
-            }
+            key = properties.isPerRouteKeys() ? routeId + "|" + id : id;
         } catch (RuntimeException e) {
             return Mono.error(e);
         }
-        return Mono.deferContextual(ctx -> EventLoopCompletion.onCallersLoop(limiter.acquireAllAsync(rules, null))
-                .map(d -> {
+        // One native call decides every policy and renders the fields (and a denial's body).
+        return Mono.deferContextual(ctx -> EventLoopCompletion.onCallersLoop(
+                        limiter.acquirePoliciesAsync(route.policies, key, route.cost, null))
+                .map(r -> {
                     Map<String, String> headers = new LinkedHashMap<>();
-                    for (Map.Entry<String, String> h : RateLimitHeaders.render(route.policies, d, properties.getHeaderStyle())) {
+                    for (Map.Entry<String, String> h : r.headers()) {
                         headers.put(h.getKey(), h.getValue());
                     }
-                    if (!d.allowed()) {
+                    boolean allowed = r.decision().allowed();
+                    if (!allowed) {
                         ctx.<RlProblemBodyFilter.Slot>getOrEmpty(RlProblemBodyFilter.Slot.class).ifPresent(slot -> {
                             slot.contentType = RateLimitHeaders.PROBLEM_CONTENT_TYPE;
-                            slot.body = RateLimitHeaders.problemBody(route.policies, d);
+                            slot.body = r.problemBody();
                         });
                     }
-                    return new Response(d.allowed(), headers);
+                    return new Response(allowed, headers);
                 }))
                 .onErrorResume(e -> {
                     boolean open = properties.isFailOpen();
@@ -132,6 +129,6 @@ public class RlRateLimiter extends AbstractRateLimiter<RlRateLimiter.Config> {
                     + routeId + ".policies, rl.policies, or the filter arg " + CONFIGURATION_PROPERTY_NAME + ".policies");
         }
         long cost = own != null && own.getCost() != null ? own.getCost() : configured != null ? configured.getCost() : 1;
-        return new Route(Policy.parseAll(text), cost);
+        return new Route(PreparedPolicies.of(Policy.parseAll(text), properties.getHeaderStyle()), cost);
     }
 }

@@ -35,6 +35,60 @@ public class BenchGateway {
         SpringApplication.run(BenchGateway.class, args);
     }
 
+    /**
+     * With {@code bench.time=true}: how long the limiter took per request (from the filter asking
+     * to the answer), and the gateway per request (from the first filter to the response, the
+     * upstream included); {@code /__stats} reports their P50/P99/P99.9 in µs, then forgets them.
+     */
+    static final Timings LIMITER_TIME = new Timings();
+    static final Timings GATEWAY_TIME = new Timings();
+
+    /** Durations in ns, kept to be sorted when reported. */
+    static final class Timings {
+        private long[] ns = new long[1 << 16];
+        private int n;
+
+        synchronized void add(long d) {
+            if (n == ns.length) {
+                ns = java.util.Arrays.copyOf(ns, n * 2);
+            }
+            ns[n++] = d;
+        }
+
+        synchronized String drain(String name) {
+            if (n == 0) {
+                return "";
+            }
+            long[] s = java.util.Arrays.copyOf(ns, n);
+            n = 0;
+            java.util.Arrays.sort(s);
+            return " " + name + "_n=" + s.length + " " + name + "_p50_us=" + s[(int) (s.length * 0.50)] / 1000 + " " + name
+                    + "_p99_us=" + s[(int) (s.length * 0.99)] / 1000 + " " + name + "_p999_us=" + s[(int) (s.length * 0.999)] / 1000;
+        }
+    }
+
+    /** Times the gateway per {@code /bench} request (with {@code bench.time=true}). */
+    @Bean
+    org.springframework.cloud.gateway.filter.GlobalFilter timeGateway(@Value("${bench.time:false}") boolean time) {
+        class Timed implements org.springframework.cloud.gateway.filter.GlobalFilter, org.springframework.core.Ordered {
+            @Override
+            public reactor.core.publisher.Mono<Void> filter(org.springframework.web.server.ServerWebExchange exchange,
+                    org.springframework.cloud.gateway.filter.GatewayFilterChain chain) {
+                if (!time || !exchange.getRequest().getPath().value().startsWith("/bench")) {
+                    return chain.filter(exchange);
+                }
+                long t0 = System.nanoTime();
+                return chain.filter(exchange).doFinally(s -> GATEWAY_TIME.add(System.nanoTime() - t0));
+            }
+
+            @Override
+            public int getOrder() {
+                return org.springframework.core.Ordered.HIGHEST_PRECEDENCE;
+            }
+        }
+        return new Timed();
+    }
+
     /** Arrival times (ms) of the requests the upstream served. */
     static final List<Long> SERVED = new ArrayList<>();
 
@@ -66,7 +120,8 @@ public class BenchGateway {
             // How rl decided so far (a decision not from a lease made a Redis round trip).
             dev.rl.Stats st = limiter.stats();
             reply(ex, "served=" + t.size() + " most_in_window=" + most + " rl_normal=" + st.decisionsNormal()
-                    + " rl_lease=" + st.decisionsLease() + "\n");
+                    + " rl_lease=" + st.decisionsLease() + " leases_taken=" + st.leasesTaken() + " lease_refunds="
+                    + st.leaseRefunds() + LIMITER_TIME.drain("limiter") + GATEWAY_TIME.drain("gateway") + "\n");
         });
         s.setExecutor(Executors.newFixedThreadPool(4));
         s.start();
@@ -91,25 +146,60 @@ public class BenchGateway {
 
     @Bean
     RouteLocator routes(RouteLocatorBuilder b, HttpServer upstream, @Value("${bench.mode}") String mode,
+            @Value("${bench.time:false}") boolean time,
             @Value("${bench.limit}") long limit, @Value("${bench.window-ms}") long windowMs,
             RlRateLimiter rl, RedisRateLimiter redis, RlKeyResolver keys) {
         String uri = "http://127.0.0.1:" + upstream.getAddress().getPort();
         return b.routes()
                 .route("stats", r -> r.path("/__stats").uri(uri))
                 .route("bench", r -> r.path("/bench/**").filters(f -> {
-                    switch (mode) {
-                        case "none" -> { }
+                    org.springframework.cloud.gateway.filter.ratelimit.RateLimiter<?> limiter = switch (mode) {
+                        case "none" -> null;
                         // rl-leases: the same, the run script adding rl.options.leases=on.
-                        case "rl", "rl-leases" -> f.requestRateLimiter(c -> c.setRateLimiter(rl).setKeyResolver(keys));
-                        case "redis" -> f.requestRateLimiter(c -> c.setRateLimiter(redis).setKeyResolver(keys));
+                        case "rl", "rl-leases" -> rl;
+                        case "redis" -> redis;
                         // SCG's RequestRateLimiter filter with a limiter that allows everything at
                         // once: what the filter itself costs, whichever limiter it asks.
-                        case "allow" -> f.requestRateLimiter(c -> c.setRateLimiter(new AllowAll()).setKeyResolver(keys));
+                        case "allow" -> new AllowAll();
                         default -> throw new IllegalArgumentException("bench.mode is " + mode + "; use none, allow, rl, rl-leases or redis");
+                    };
+                    if (limiter != null) {
+                        var used = time ? new TimedLimiter<>(limiter) : limiter;
+                        f.requestRateLimiter(c -> c.setRateLimiter(used).setKeyResolver(keys));
                     }
                     return f;
                 }).uri(uri))
                 .build();
+    }
+
+    /** A limiter timed from the filter's ask to its answer (with {@code bench.time=true}). */
+    static final class TimedLimiter<C> implements org.springframework.cloud.gateway.filter.ratelimit.RateLimiter<C> {
+        private final org.springframework.cloud.gateway.filter.ratelimit.RateLimiter<C> inner;
+
+        TimedLimiter(org.springframework.cloud.gateway.filter.ratelimit.RateLimiter<C> inner) {
+            this.inner = inner;
+        }
+
+        @Override
+        public reactor.core.publisher.Mono<Response> isAllowed(String routeId, String id) {
+            long t0 = System.nanoTime();
+            return inner.isAllowed(routeId, id).doOnNext(r -> LIMITER_TIME.add(System.nanoTime() - t0));
+        }
+
+        @Override
+        public java.util.Map<String, C> getConfig() {
+            return inner.getConfig();
+        }
+
+        @Override
+        public Class<C> getConfigClass() {
+            return inner.getConfigClass();
+        }
+
+        @Override
+        public C newConfig() {
+            return inner.newConfig();
+        }
     }
 
     /** Allows every request at once, no headers. */
