@@ -3,9 +3,10 @@ package dev.rl.servlet;
 import dev.rl.CompositeDecision;
 import dev.rl.HeaderStyle;
 import dev.rl.Policy;
+import dev.rl.PolicyResponse;
+import dev.rl.PreparedPolicies;
 import dev.rl.RateLimitHeaders;
 import dev.rl.RateLimiter;
-import dev.rl.Rule;
 import jakarta.servlet.Filter;
 import jakarta.servlet.FilterChain;
 import jakarta.servlet.ServletException;
@@ -15,17 +16,18 @@ import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletResponse;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.Function;
 import java.util.function.Predicate;
 import java.util.function.ToLongFunction;
 
 /**
  * A Jakarta Servlet filter that admits a request only if every policy fits, in one atomic
- * {@link RateLimiter#acquireAll} call (all policies on the request's key), and writes the core's
+ * {@link RateLimiter#acquirePolicies} call (all policies on the request's key, decided and
+ * rendered in one native call), and writes the core's
  * rate-limit fields on every response it decides (allowed ones too). A denied request gets 429,
  * {@code Retry-After} and the core's {@code application/problem+json} body, and never reaches the
  * servlet.
@@ -58,6 +60,9 @@ public final class RateLimitFilter implements Filter {
     private final DeniedHandler onDenied;
     private final HeaderStyle style;
     private final boolean failOpen;
+    /** Distinct policy lists seen, prepared (see {@link #prepared}). */
+    private final Map<List<Policy>, PreparedPolicies> prepared = new ConcurrentHashMap<>();
+    private static final int MAX_PREPARED = 256;
 
     private RateLimitFilter(Builder b) {
         this.limiter = b.limiter;
@@ -87,15 +92,11 @@ public final class RateLimitFilter implements Filter {
             chain.doFilter(req, res);
             return;
         }
-        CompositeDecision d;
+        PolicyResponse r;
         try {
             String k = key.apply(request);
             long c = cost.applyAsLong(request);
-            List<Rule> rules = new ArrayList<>(ps.size());
-            for (Policy p : ps) {
-                rules.add(p.on(k, c));
-            }
-            d = limiter.acquireAll(rules, null);
+            r = limiter.acquirePolicies(prepared(ps), k, c, null);
         } catch (RuntimeException e) {
             if (failOpen) {
                 LOG.log(System.Logger.Level.WARNING, "rl: the limiter failed; request passes (fail-open)", e);
@@ -106,8 +107,9 @@ public final class RateLimitFilter implements Filter {
             }
             return;
         }
+        CompositeDecision d = r.decision();
         request.setAttribute(DECISION_ATTRIBUTE, d);
-        for (Map.Entry<String, String> h : RateLimitHeaders.render(ps, d, style)) {
+        for (Map.Entry<String, String> h : r.headers()) {
             response.setHeader(h.getKey(), h.getValue());
         }
         if (d.allowed()) {
@@ -117,11 +119,28 @@ public final class RateLimitFilter implements Filter {
         if (onDenied != null && onDenied.denied(request, response, d)) {
             return;
         }
-        byte[] body = RateLimitHeaders.problemBody(ps, d).getBytes(StandardCharsets.UTF_8);
+        byte[] body = r.problemBody().getBytes(StandardCharsets.UTF_8);
         response.setStatus(429);
         response.setContentType(RateLimitHeaders.PROBLEM_CONTENT_TYPE);
         response.setContentLength(body.length);
         response.getOutputStream().write(body);
+    }
+
+    /**
+     * {@code ps} prepared with this filter's style: once per distinct list (a route's), so a
+     * request is one native call that decides and renders. Bounded: a {@code policiesFor} that
+     * makes a new list per request only costs a preparation per request, never memory.
+     */
+    private PreparedPolicies prepared(List<Policy> ps) {
+        PreparedPolicies p = prepared.get(ps);
+        if (p == null) {
+            if (prepared.size() >= MAX_PREPARED) {
+                prepared.clear();
+            }
+            p = PreparedPolicies.of(ps, style);
+            prepared.put(List.copyOf(ps), p);
+        }
+        return p;
     }
 
     /** Configuration of a {@link RateLimitFilter}; only the policies are required. */
