@@ -30,23 +30,8 @@ public final class PreparedPolicies {
      * throws {@link IllegalArgumentException} naming {@code policies} or {@code style}.
      */
     public static PreparedPolicies of(List<Policy> policies, HeaderStyle style) {
-        if (policies == null) {
-            throw new IllegalArgumentException("invalid argument `policies`: must not be null");
-        }
-        int n = policies.size();
-        String[] names = new String[n];
-        long[] limits = new long[n];
-        long[] windows = new long[n];
-        for (int i = 0; i < n; i++) {
-            Policy p = policies.get(i);
-            if (p == null) {
-                throw new IllegalArgumentException("invalid argument `policies`: policy " + i + " is null");
-            }
-            names[i] = p.name();
-            limits[i] = p.limit();
-            windows[i] = p.windowMs();
-        }
-        long handle = Native.preparePolicies(names, limits, windows, style == null ? null : style.wireName());
+        RateLimitHeaders.PolicyArrays a = RateLimitHeaders.PolicyArrays.of(policies);
+        long handle = Native.preparePolicies(a.names(), a.limits(), a.windows(), style == null ? null : style.wireName());
         PreparedPolicies prepared = new PreparedPolicies(List.copyOf(policies), style, handle);
         CLEANER.register(prepared, () -> Native.freePolicies(handle));
         return prepared;

@@ -47,25 +47,33 @@ public final class RateLimitHeaders {
     /** Policies and decisions as the parallel arrays the native call takes. */
     private record Flat(String[] names, long[] limits, long[] windows, long[] decisions) {}
 
-    private static Flat flat(List<Policy> policies, CompositeDecision decision) {
-        if (policies == null) {
-            throw new IllegalArgumentException("invalid argument `policies`: must not be null");
+    /** Policies as the parallel arrays native calls take (names, limits, windows). */
+    record PolicyArrays(String[] names, long[] limits, long[] windows) {
+        static PolicyArrays of(List<Policy> policies) {
+            if (policies == null) {
+                throw new IllegalArgumentException("invalid argument `policies`: must not be null");
+            }
+            int n = policies.size();
+            String[] names = new String[n];
+            long[] limits = new long[n];
+            long[] windows = new long[n];
+            for (int i = 0; i < n; i++) {
+                Policy p = policies.get(i);
+                if (p == null) {
+                    throw new IllegalArgumentException("invalid argument `policies`: policy " + i + " is null");
+                }
+                names[i] = p.name();
+                limits[i] = p.limit();
+                windows[i] = p.windowMs();
+            }
+            return new PolicyArrays(names, limits, windows);
         }
+    }
+
+    private static Flat flat(List<Policy> policies, CompositeDecision decision) {
+        PolicyArrays a = PolicyArrays.of(policies);
         if (decision == null) {
             throw new IllegalArgumentException("invalid argument `decision`: must not be null");
-        }
-        int n = policies.size();
-        String[] names = new String[n];
-        long[] limits = new long[n];
-        long[] windows = new long[n];
-        for (int i = 0; i < n; i++) {
-            Policy p = policies.get(i);
-            if (p == null) {
-                throw new IllegalArgumentException("invalid argument `policies`: policy " + i + " is null");
-            }
-            names[i] = p.name();
-            limits[i] = p.limit();
-            windows[i] = p.windowMs();
         }
         List<Decision> ds = decision.decisions();
         long[] flat = new long[ds.size() * 6];
@@ -78,6 +86,6 @@ public final class RateLimitHeaders {
             flat[i * 6 + 4] = d.resetAfterMs();
             flat[i * 6 + 5] = d.nowMs();
         }
-        return new Flat(names, limits, windows, flat);
+        return new Flat(a.names(), a.limits(), a.windows(), flat);
     }
 }
