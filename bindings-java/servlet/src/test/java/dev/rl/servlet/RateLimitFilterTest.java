@@ -106,6 +106,46 @@ class RateLimitFilterTest {
         }
     }
 
+    /**
+     * Per-route policies: each route's list is decided and rendered under its own policies (the
+     * filter prepares each distinct list once), and a route whose function builds a new list per
+     * request still counts in one window; a path with no policies is unlimited.
+     */
+    @Test
+    void policiesForDecidesEachRouteUnderItsOwnPolicies() throws Exception {
+        List<dev.rl.Policy> orders = dev.rl.Policy.parseAll("orders: 2/m");
+        // A window per route (the path's first segment) and client.
+        Function<HttpServletRequest, String> route = r -> r.getRequestURI().split("/")[1] + "|" + Keys.clientIp().apply(r);
+        RateLimitFilter f = RateLimitFilter.builder(limiter).key(fresh(route)).policiesFor(r -> {
+            String path = r.getRequestURI();
+            if (path.startsWith("/orders")) {
+                return orders;
+            }
+            if (path.startsWith("/search")) {
+                return dev.rl.Policy.parseAll("search: 1/m"); // a new list every request
+            }
+            return null;
+        }).build();
+        try (JettyApp app = new JettyApp(f)) {
+            HttpResponse<String> o = get(app.url("/orders/1"));
+            assertEquals(200, o.statusCode());
+            assertEquals("orders", StructuredFields.parseList(header(o, "RateLimit")).get(0).value());
+            assertEquals(1L, StructuredFields.parseList(header(o, "RateLimit")).get(0).params().get("r"));
+            HttpResponse<String> s1 = get(app.url("/search?q=a"));
+            assertEquals(200, s1.statusCode());
+            assertEquals("search", StructuredFields.parseList(header(s1, "RateLimit-Policy")).get(0).value());
+            HttpResponse<String> s2 = get(app.url("/search?q=b"));
+            assertEquals(429, s2.statusCode(), "the search route's one permit is spent, whichever list object");
+            assertTrue(s2.body().contains("\"violated-policies\":[\"search\"]"), s2.body());
+            assertEquals(200, get(app.url("/orders/2")).statusCode(), "the orders route has its own limit");
+            assertEquals(429, get(app.url("/orders/3")).statusCode());
+            HttpResponse<String> free = get(app.url("/health"));
+            assertEquals(200, free.statusCode());
+            assertNull(header(free, "RateLimit"), "a path with no policies is not limited");
+            assertEquals(4, app.served.size());
+        }
+    }
+
     @Test
     void aDeniedRequestGets429RetryAfterAndTheCoresProblemBodyAndNeverReachesTheServlet() throws Exception {
         RateLimitFilter f = RateLimitFilter.builder(limiter).policies("burst: 2/m").key(fresh(Keys.clientIp())).build();
