@@ -1,7 +1,7 @@
 //! Prepared policies (`PreparedPolicies`, `RateLimiter.acquirePolicies`): a middleware's policies
 //! and header style, checked once, then one native call per request that decides (one rule per
 //! policy on the request's key, `acquire_all`) and renders the response fields and the problem
-//! body (`rl_core::headers::respond`), as Python's `acquire_policies` and Node's
+//! body (`rl_core::headers::Prepared`), as Python's `acquire_policies` and Node's
 //! `acquirePolicies` do. Without it a request crossed JNI twice (decide, then render), and the
 //! second crossing converted the policies and the decision back again.
 
@@ -11,9 +11,9 @@ use jni::objects::{JByteArray, JClass, JLongArray, JObject, JObjectArray, JStrin
 use jni::sys::{jlong, jobject};
 use jni::JNIEnv;
 
-use rl_core::headers::{respond, Response};
+use rl_core::headers::{Prepared, Response};
 use rl_core::unwind::{test_panic, TestPanic};
-use rl_core::{CompositeDecision, Error, HeaderStyle, Policy, Rule};
+use rl_core::{CompositeDecision, Error, Rule};
 
 use crate::cache::cache;
 use crate::composite::group;
@@ -23,19 +23,16 @@ use crate::future::{start_flat, Outcome};
 use crate::headers::{policies, style};
 use crate::limiter::blocking;
 
-/// What a `PreparedPolicies` holds natively: made by `preparePolicies`, freed by `freePolicies`
-/// (its Java object's `Cleaner`); a call clones the list, so a call still running on the runtime
-/// never reads a freed one.
-pub struct Prepared {
-    list: Arc<[Policy]>,
-    style: HeaderStyle,
-}
+/// What a `PreparedPolicies` holds natively (a boxed `Arc<Prepared>`): made by
+/// `preparePolicies`, freed by `freePolicies` (its Java object's `Cleaner`); a call clones the
+/// `Arc`, so a call still running on the runtime never reads a freed one.
+type Handle = Arc<Prepared>;
 
-fn prepared<'a>(handle: jlong) -> Result<&'a Prepared, Failure> {
+fn prepared<'a>(handle: jlong) -> Result<&'a Handle, Failure> {
     // SAFETY: a non-zero handle was made by `preparePolicies` from `Box::into_raw`, and Java keeps
     // its `PreparedPolicies` reachable until every call that passes the handle has returned, so
     // the `Cleaner` cannot free it during one.
-    unsafe { (handle as *const Prepared).as_ref() }.ok_or_else(|| {
+    unsafe { (handle as *const Handle).as_ref() }.ok_or_else(|| {
         Failure::Core(Error::InvalidArgument {
             name: "policies",
             message: "must not be null".into(),
@@ -57,11 +54,7 @@ pub extern "system" fn Java_dev_rl_Native_preparePolicies<'l>(
     entry(&mut env, 0, |env| {
         let style = style(env, &style_name)?;
         let list = policies(env, &names, &limits, &windows)?;
-        Policy::check_list(&list)?;
-        let p = Box::new(Prepared {
-            list: list.into(),
-            style,
-        });
+        let p: Box<Handle> = Box::new(Arc::new(Prepared::new(list, style)?));
         Ok(Box::into_raw(p) as jlong)
     })
 }
@@ -76,7 +69,7 @@ pub extern "system" fn Java_dev_rl_Native_freePolicies<'l>(
     entry(&mut env, (), |_| {
         if handle != 0 {
             // SAFETY: made by `preparePolicies` with `Box::into_raw`, freed only here, once.
-            drop(unsafe { Box::from_raw(handle as *mut Prepared) });
+            drop(unsafe { Box::from_raw(handle as *mut Handle) });
         }
         Ok(())
     })
@@ -87,8 +80,7 @@ pub extern "system" fn Java_dev_rl_Native_freePolicies<'l>(
 struct Call {
     rules: Vec<Rule>,
     group: Option<Vec<u8>>,
-    list: Arc<[Policy]>,
-    style: HeaderStyle,
+    prepared: Handle,
 }
 
 impl Call {
@@ -102,31 +94,12 @@ impl Call {
         let p = prepared(policies)?;
         let key = key_bytes(env, key)?;
         let cost = unsigned("cost", cost)?;
-        let rules = p
-            .list
-            .iter()
-            .map(|policy| Rule::from_policy(policy, key.as_slice(), cost))
-            .collect();
         Ok(Call {
-            rules,
+            rules: p.rules(&key, cost),
             group: group(env, grp)?,
-            list: p.list.clone(),
-            style: p.style,
+            prepared: p.clone(),
         })
     }
-}
-
-/// The fields and body for `c` under the call's policies.
-fn rendered(
-    list: &[Policy],
-    style: HeaderStyle,
-    c: &CompositeDecision,
-) -> rl_core::Result<Response> {
-    respond(list, c, style).ok_or_else(|| Error::InvalidArgument {
-        name: "policies",
-        message: "internal: the decision does not have one rule per policy (please report this)"
-            .into(),
-    })
 }
 
 /// `[long[] decision, String[] fields, String body]`: the composite decision as
@@ -169,7 +142,7 @@ pub extern "system" fn Java_dev_rl_Native_acquirePolicies<'l>(
         let l = limiter(handle)?;
         let call = Call::new(env, policies, &key, cost, &grp)?;
         let c = blocking(|| l.acquire_all(&call.rules, call.group.as_deref()))?;
-        let r = rendered(&call.list, call.style, &c)?;
+        let r = call.prepared.respond(&c)?;
         Ok(responded(env, &c, &r)?.into_raw())
     })
 }
@@ -195,7 +168,7 @@ pub extern "system" fn Java_dev_rl_Native_acquirePoliciesAsync<'l>(
             if let Some(r) = call.rules.first() {
                 test_panic(TestPanic::Future, &r.key);
             }
-            let r = rendered(&call.list, call.style, &c)?;
+            let r = call.prepared.respond(&c)?;
             Ok(Outcome::Responded(c, r))
         })?;
         Ok(ready.map_or(std::ptr::null_mut(), |a| a.into_raw()))

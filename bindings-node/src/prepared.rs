@@ -1,7 +1,7 @@
 //! Policies prepared once for a middleware, and the one call a request makes with them:
 //! `acquirePolicies` decides (`rl_core::Limiter::acquire_all` with one rule per policy on the
 //! request's key) and hands back the core's response fields and, on a denial, its problem body
-//! (`rl_core::headers::respond`), rendered on the runtime with the decision. The policies and the
+//! (`rl_core::headers::Prepared`), rendered on the runtime with the decision. The policies and the
 //! header style are converted and checked here once, at setup, not on every request.
 
 use std::sync::Arc;
@@ -9,9 +9,9 @@ use std::sync::Arc;
 use napi::bindgen_prelude::*;
 use napi::sys;
 use napi_derive::napi;
-use rl_core::headers::{respond, HeaderStyle, Response};
+use rl_core::headers::{Prepared, Response};
 use rl_core::unwind::{test_panic, TestPanic};
-use rl_core::{CompositeDecision, Policy, Rule};
+use rl_core::{CompositeDecision, Policy};
 
 use crate::bridge::Outcome;
 use crate::convert::{key_bytes, whole};
@@ -22,8 +22,7 @@ use crate::policies::{guarded, header_style, policies, to_js, MakeError, NativeP
 /// A policy string or a list of policies, with a header style: what a middleware limits by.
 #[napi]
 pub struct NativePolicies {
-    policies: Arc<[Policy]>,
-    style: HeaderStyle,
+    prepared: Arc<Prepared>,
 }
 
 #[napi]
@@ -52,15 +51,10 @@ impl NativePolicies {
                     }
                     e => e,
                 })?,
-                Either::B(list) => {
-                    let list = policies(list)?;
-                    Policy::check_list(&list)?;
-                    list
-                }
+                Either::B(list) => policies(list)?,
             };
             Ok(NativePolicies {
-                policies: list.into(),
-                style: header_style(&style)?,
+                prepared: Arc::new(Prepared::new(list, header_style(&style)?)?),
             })
         })
     }
@@ -68,12 +62,12 @@ impl NativePolicies {
     /// The policies, as `parsePolicies` returns them.
     #[napi(getter, catch_unwind)]
     pub fn list(&self) -> Vec<NativePolicy> {
-        self.policies.iter().map(to_js).collect()
+        self.prepared.policies().iter().map(to_js).collect()
     }
 
     #[napi(getter, catch_unwind)]
     pub fn style(&self) -> &'static str {
-        self.style.as_str()
+        self.prepared.style().as_str()
     }
 }
 
@@ -128,23 +122,14 @@ impl NativeLimiter {
             let key = key_bytes(key);
             test_panic(TestPanic::Caller, &key);
             let cost = whole("cost", cost);
-            let (list, style) = (policies.policies.clone(), policies.style);
+            let prepared = policies.prepared.clone();
             let group = group.map(key_bytes);
             let call = move |core: rl_core::Limiter| async move {
-                let cost = cost?;
-                let rules: Vec<Rule> = list
-                    .iter()
-                    .map(|p| Rule::from_policy(p, key.as_slice(), cost))
-                    .collect();
+                let rules = prepared.rules(&key, cost?);
                 let r = core.acquire_all(&rules, group.as_deref()).await;
                 test_panic(TestPanic::Future, &key);
                 let c = r?;
-                let response = respond(&list, &c, style).ok_or_else(|| {
-                    rl_core::Error::InvalidArgument {
-                        name: "policies",
-                        message: "internal: the decision does not have one rule per policy (please report this)".into(),
-                    }
-                })?;
+                let response = prepared.respond(&c)?;
                 Ok(Outcome::Responded(c, response))
             };
             if now {

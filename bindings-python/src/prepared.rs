@@ -2,7 +2,7 @@
 //! per request. The policies and the header style are converted and checked once, into a
 //! `PreparedPolicies`; a request then decides (one rule per policy on its key, like
 //! `acquire_all`) and gets the core's response fields and, on a denial, its problem body
-//! (`rl_core::headers::respond`), rendered with the decision. Per request that saves building a
+//! (`rl_core::headers::Prepared`), rendered with the decision. Per request that saves building a
 //! `Rule` per policy in Python and converting the policies again to render (`render_headers`).
 
 use std::sync::Arc;
@@ -10,7 +10,7 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString, PyTuple};
 
-use rl_core::headers::{respond, HeaderStyle, Response};
+use rl_core::headers::{Prepared, Response};
 
 use crate::composite::{self, CompositeDecision};
 use crate::convert::{self, Arg};
@@ -21,8 +21,7 @@ use crate::policies::Policy;
 /// `rl.prepare_policies`; immutable.
 #[pyclass(module = "rl", name = "PreparedPolicies", frozen)]
 pub(crate) struct PreparedPolicies {
-    list: Arc<[rl_core::Policy]>,
-    style: HeaderStyle,
+    prepared: Arc<Prepared>,
 }
 
 #[pymethods]
@@ -30,7 +29,8 @@ impl PreparedPolicies {
     /// The policies, in order (rule i of a call is policy i on the call's key).
     #[getter]
     fn policies(&self) -> Vec<Policy> {
-        self.list
+        self.prepared
+            .policies()
             .iter()
             .map(|p| Policy { inner: p.clone() })
             .collect()
@@ -39,15 +39,20 @@ impl PreparedPolicies {
     /// The header style: "ietf", "legacy", "both" or "none".
     #[getter]
     fn style(&self) -> &'static str {
-        self.style.as_str()
+        self.prepared.style().as_str()
     }
 
     fn __repr__(&self) -> String {
-        let text: Vec<String> = self.list.iter().map(|p| p.to_string()).collect();
+        let text: Vec<String> = self
+            .prepared
+            .policies()
+            .iter()
+            .map(|p| p.to_string())
+            .collect();
         format!(
             "PreparedPolicies('{}', style='{}')",
             text.join("; "),
-            self.style.as_str()
+            self.prepared.style().as_str()
         )
     }
 }
@@ -97,12 +102,12 @@ pub(crate) fn prepare_policies(
                 })?;
                 out.push(p.get().inner.clone());
             }
-            rl_core::Policy::check_list(&out).map_err(|e| errors::to_py(py, e))?;
             out
         };
+        let style = crate::policies::style_arg(py, style)?;
+        let prepared = Prepared::new(list, style).map_err(|e| errors::to_py(py, e))?;
         Ok(PreparedPolicies {
-            list: list.into(),
-            style: crate::policies::style_arg(py, style)?,
+            prepared: Arc::new(prepared),
         })
     })
 }
@@ -112,8 +117,7 @@ pub(crate) fn prepare_policies(
 pub(crate) struct Call {
     pub(crate) rules: Vec<rl_core::Rule>,
     pub(crate) group: Option<Vec<u8>>,
-    list: Arc<[rl_core::Policy]>,
-    style: HeaderStyle,
+    prepared: Arc<Prepared>,
 }
 
 impl Call {
@@ -140,16 +144,10 @@ impl Call {
         let p = prepared.get();
         let key = convert::key(key)?;
         let cost = convert::u64_or("cost", cost, 1)?;
-        let rules = p
-            .list
-            .iter()
-            .map(|policy| rl_core::Rule::from_policy(policy, key.as_bytes(), cost))
-            .collect();
         Ok(Call {
-            rules,
+            rules: p.prepared.rules(key.as_bytes(), cost),
             group: composite::group(group)?,
-            list: p.list.clone(),
-            style: p.style,
+            prepared: p.prepared.clone(),
         })
     }
 
@@ -166,13 +164,7 @@ impl Call {
         &self,
         c: rl_core::CompositeDecision,
     ) -> rl_core::Result<(rl_core::CompositeDecision, Response)> {
-        let r =
-            respond(&self.list, &c, self.style).ok_or_else(|| rl_core::Error::InvalidArgument {
-                name: "policies",
-                message:
-                    "internal: the decision does not have one rule per policy (please report this)"
-                        .into(),
-            })?;
+        let r = self.prepared.respond(&c)?;
         Ok((c, r))
     }
 }
@@ -189,7 +181,7 @@ pub(crate) fn responded<'py>(
     for (name, value) in &r.headers {
         headers.append(PyTuple::new(
             py,
-            [PyString::new(py, name), PyString::new(py, value)],
+            [field_name(py, name), PyString::new(py, value)],
         )?)?;
     }
     let body = match &r.body {
@@ -204,4 +196,18 @@ pub(crate) fn responded<'py>(
             body,
         ],
     )
+}
+
+/// A field name as a Python string made once per process (the core's names are a fixed set),
+/// not on every response.
+fn field_name<'py>(py: Python<'py>, name: &'static str) -> Bound<'py, PyString> {
+    match name {
+        "RateLimit-Policy" => pyo3::intern!(py, "RateLimit-Policy").clone(),
+        "RateLimit" => pyo3::intern!(py, "RateLimit").clone(),
+        "Retry-After" => pyo3::intern!(py, "Retry-After").clone(),
+        "X-RateLimit-Limit" => pyo3::intern!(py, "X-RateLimit-Limit").clone(),
+        "X-RateLimit-Remaining" => pyo3::intern!(py, "X-RateLimit-Remaining").clone(),
+        "X-RateLimit-Reset" => pyo3::intern!(py, "X-RateLimit-Reset").clone(),
+        other => PyString::new(py, other),
+    }
 }

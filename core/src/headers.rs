@@ -95,44 +95,88 @@ pub fn render(
     retry_after_ms: u64,
     style: HeaderStyle,
 ) -> Vec<(&'static str, String)> {
+    let policy = (ietf(style) && !policies.is_empty())
+        .then(|| policy_field(policies.iter().map(|(p, _)| *p)));
+    render_with(policies, policy, allowed, retry_after_ms, style)
+}
+
+fn ietf(style: HeaderStyle) -> bool {
+    matches!(style, HeaderStyle::Ietf | HeaderStyle::Both)
+}
+
+/// `RateLimit-Policy`'s value: it depends on the policies alone.
+fn policy_field<'a>(policies: impl Iterator<Item = &'a Policy>) -> String {
+    let mut out = String::with_capacity(64);
+    for (i, p) in policies.enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        member(
+            &mut out,
+            &p.name,
+            ";q=",
+            p.limit.min(SF_INTEGER_MAX),
+            ";w=",
+            secs_up(p.window_ms),
+        );
+    }
+    out
+}
+
+/// One list member, `"name";<a><x>;<b><y>`. Written with `push_str` and `itoa` rather than
+/// `format!`: a middleware renders these on every request, mostly with cold caches between
+/// requests, where the formatting machinery's code costs more than the work.
+fn member(out: &mut String, name: &str, a: &str, x: u64, b: &str, y: u64) {
+    let mut n = itoa::Buffer::new();
+    out.push('"');
+    out.push_str(name);
+    out.push('"');
+    out.push_str(a);
+    out.push_str(n.format(x));
+    out.push_str(b);
+    out.push_str(n.format(y));
+}
+
+fn number(x: u64) -> String {
+    itoa::Buffer::new().format(x).to_owned()
+}
+
+/// [`render`] with `RateLimit-Policy`'s value given (rendered ahead by [`Prepared`]).
+fn render_with(
+    policies: &[(&Policy, &Decision)],
+    policy: Option<String>,
+    allowed: bool,
+    retry_after_ms: u64,
+    style: HeaderStyle,
+) -> Vec<(&'static str, String)> {
     let mut out = Vec::with_capacity(5);
-    if matches!(style, HeaderStyle::Ietf | HeaderStyle::Both) && !policies.is_empty() {
-        let policy = policies
-            .iter()
-            .map(|(p, _)| {
-                format!(
-                    "\"{}\";q={};w={}",
-                    p.name,
-                    p.limit.min(SF_INTEGER_MAX),
-                    secs_up(p.window_ms)
-                )
-            })
-            .collect::<Vec<_>>()
-            .join(", ");
-        let state = policies
-            .iter()
-            .map(|(p, d)| {
-                format!(
-                    "\"{}\";r={};t={}",
-                    p.name,
-                    d.remaining.min(SF_INTEGER_MAX),
-                    t_of(d)
-                )
-            })
-            .collect::<Vec<_>>()
-            .join(", ");
+    if let Some(policy) = policy {
+        let mut state = String::with_capacity(32 * policies.len());
+        for (i, (p, d)) in policies.iter().enumerate() {
+            if i > 0 {
+                state.push_str(", ");
+            }
+            member(
+                &mut state,
+                &p.name,
+                ";r=",
+                d.remaining.min(SF_INTEGER_MAX),
+                ";t=",
+                t_of(d),
+            );
+        }
         out.push(("RateLimit-Policy", policy));
         out.push(("RateLimit", state));
     }
     if matches!(style, HeaderStyle::Legacy | HeaderStyle::Both) {
         if let Some((p, d)) = closest(policies) {
-            out.push(("X-RateLimit-Limit", p.limit.to_string()));
-            out.push(("X-RateLimit-Remaining", d.remaining.to_string()));
-            out.push(("X-RateLimit-Reset", t_of(d).to_string()));
+            out.push(("X-RateLimit-Limit", number(p.limit)));
+            out.push(("X-RateLimit-Remaining", number(d.remaining)));
+            out.push(("X-RateLimit-Reset", number(t_of(d))));
         }
     }
     if !allowed {
-        out.push(("Retry-After", secs_up(retry_after_ms).max(1).to_string()));
+        out.push(("Retry-After", number(secs_up(retry_after_ms).max(1))));
     }
     out
 }
@@ -190,21 +234,78 @@ pub struct Response {
     pub body: Option<String>,
 }
 
-/// [`render`] and, on a denial, [`problem_body`] for a decision made by rules built from
-/// `policies` (policy i describes rule i): one call for a middleware that holds its policies.
-/// `None` when the counts differ (the decision was not made from these policies).
-pub fn respond(
-    policies: &[Policy],
-    decision: &CompositeDecision,
+/// A middleware's policies and header style, checked once at setup, with `RateLimit-Policy`
+/// rendered then: it depends on the policies alone, so a request renders only its decision's
+/// fields. Every binding's `PreparedPolicies` holds one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prepared {
+    policies: Vec<Policy>,
     style: HeaderStyle,
-) -> Option<Response> {
-    if policies.len() != decision.decisions.len() {
-        return None;
+    /// `RateLimit-Policy`'s value, when `style` renders the IETF fields.
+    policy_field: Option<String>,
+}
+
+impl Prepared {
+    /// `policies` checked as one middleware's list ([`Policy::check_list`]: errors name
+    /// `policies`).
+    pub fn new(policies: Vec<Policy>, style: HeaderStyle) -> crate::Result<Prepared> {
+        Policy::check_list(&policies)?;
+        let policy_field = ietf(style).then(|| policy_field(policies.iter()));
+        Ok(Prepared {
+            policies,
+            style,
+            policy_field,
+        })
     }
-    let pairs: Vec<(&Policy, &Decision)> = policies.iter().zip(&decision.decisions).collect();
-    let headers = render(&pairs, decision.allowed, decision.retry_after_ms, style);
-    let body = (!decision.allowed).then(|| problem_body(&pairs, decision.retry_after_ms));
-    Some(Response { headers, body })
+
+    pub fn policies(&self) -> &[Policy] {
+        &self.policies
+    }
+
+    pub fn style(&self) -> HeaderStyle {
+        self.style
+    }
+
+    /// `RateLimit-Policy`'s value, the same for every response (`None` when the style renders
+    /// no IETF fields): a binding may convert it once.
+    pub fn policy_field(&self) -> Option<&str> {
+        self.policy_field.as_deref()
+    }
+
+    /// The rules of one request: one per policy on `key`, each taking `cost`.
+    pub fn rules(&self, key: &[u8], cost: u64) -> Vec<crate::Rule> {
+        self.policies
+            .iter()
+            .map(|p| crate::Rule::from_policy(p, key, cost))
+            .collect()
+    }
+
+    /// What a middleware sends for a decision of [`Prepared::rules`]: [`render`]'s fields and,
+    /// on a denial, the [`problem_body`]. An error only for a decision not made from these
+    /// policies (not one decision per policy): a bug in the caller.
+    pub fn respond(&self, decision: &CompositeDecision) -> crate::Result<Response> {
+        if self.policies.len() != decision.decisions.len() {
+            return Err(crate::Error::InvalidArgument {
+                name: "policies",
+                message: format!(
+                    "internal: a decision of {} rules answered {} policies (please report this)",
+                    decision.decisions.len(),
+                    self.policies.len()
+                ),
+            });
+        }
+        let pairs: Vec<(&Policy, &Decision)> =
+            self.policies.iter().zip(&decision.decisions).collect();
+        let headers = render_with(
+            &pairs,
+            self.policy_field.clone(),
+            decision.allowed,
+            decision.retry_after_ms,
+            self.style,
+        );
+        let body = (!decision.allowed).then(|| problem_body(&pairs, decision.retry_after_ms));
+        Ok(Response { headers, body })
+    }
 }
 
 #[cfg(test)]
@@ -298,29 +399,60 @@ mod tests {
     }
 
     #[test]
-    fn respond_renders_the_fields_and_the_body_only_on_a_denial() {
+    fn prepared_responds_with_renders_fields_and_the_body_only_on_a_denial() {
         let burst = Policy::parse("burst: 10/s").unwrap();
-        let ps = [burst.clone()];
+        let daily = Policy::parse("daily: 1000/d").unwrap();
         let denied = CompositeDecision {
             allowed: false,
             retry_after_ms: 1500,
             mode: Mode::Memory,
             now_ms: 0,
-            decisions: vec![d(false, 0, 1500, 1900)],
+            decisions: vec![d(false, 0, 1500, 1900), d(true, 3, 0, 50_000)],
         };
-        let r = respond(&ps, &denied, HeaderStyle::Ietf).unwrap();
-        let pairs = [(&burst, &denied.decisions[0])];
-        assert_eq!(r.headers, render(&pairs, false, 1500, HeaderStyle::Ietf));
-        assert_eq!(r.body, Some(problem_body(&pairs, 1500)));
         let allowed = CompositeDecision {
             allowed: true,
             retry_after_ms: 0,
-            decisions: vec![d(true, 9, 0, 1000)],
+            decisions: vec![d(true, 9, 0, 1000), d(true, 900, 0, 86_400_000)],
             ..denied.clone()
         };
-        let r = respond(&ps, &allowed, HeaderStyle::Ietf).unwrap();
-        assert_eq!(r.body, None);
-        assert_eq!(r.headers.len(), 2);
-        assert!(respond(&[], &allowed, HeaderStyle::Ietf).is_none());
+        for &style in HeaderStyle::ALL {
+            let p = Prepared::new(vec![burst.clone(), daily.clone()], style).unwrap();
+            for c in [&denied, &allowed] {
+                let pairs = [(&burst, &c.decisions[0]), (&daily, &c.decisions[1])];
+                let r = p.respond(c).unwrap();
+                assert_eq!(
+                    r.headers,
+                    render(&pairs, c.allowed, c.retry_after_ms, style),
+                    "{style:?}"
+                );
+                let body = (!c.allowed).then(|| problem_body(&pairs, c.retry_after_ms));
+                assert_eq!(r.body, body, "{style:?}");
+            }
+            let field = matches!(style, HeaderStyle::Ietf | HeaderStyle::Both)
+                .then_some("\"burst\";q=10;w=1, \"daily\";q=1000;w=86400");
+            assert_eq!(p.policy_field(), field, "{style:?}");
+        }
+        let p = Prepared::new(vec![burst.clone()], HeaderStyle::Ietf).unwrap();
+        let e = p.respond(&denied).unwrap_err();
+        assert!(e.to_string().contains("policies"), "{e}");
+        assert_eq!(p.rules(b"k", 3), [crate::Rule::new("k", 10, 1000, 3)]);
+    }
+
+    #[test]
+    fn prepared_refuses_what_check_list_refuses_naming_policies() {
+        let a = Policy::parse("a: 10/s").unwrap();
+        for list in [vec![], vec![a.clone(), a.clone()]] {
+            let e = Prepared::new(list, HeaderStyle::Ietf).unwrap_err();
+            assert!(
+                matches!(
+                    &e,
+                    crate::Error::InvalidArgument {
+                        name: "policies",
+                        ..
+                    }
+                ),
+                "{e:?}"
+            );
+        }
     }
 }
