@@ -6,6 +6,7 @@ its wall-clock time (ms) to BENCH_SERVED for every request it serves."""
 from __future__ import annotations
 
 import os
+import threading
 import time
 
 VARIANT = os.environ["BENCH_VARIANT"]
@@ -14,9 +15,83 @@ REDIS = os.environ["BENCH_REDIS"]
 _fd = os.open(os.environ["BENCH_SERVED"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
 
+TIME = os.environ.get("BENCH_TIME") == "1" and VARIANT.startswith("flask")
+# With BENCH_TIME=1 (bench.py --time, Flask only): this thread's current request's limiter wall
+# and CPU time (ns), set by Timed.
+_times = threading.local()
+
+
 def served(mode: str = "-") -> None:
     """Records one served request: its time, and for rl the mode that decided it."""
+    if TIME:
+        return  # the request's line is written by timed(), once its response is made
     os.write(_fd, b"%d %s\n" % (time.time_ns() // 1_000_000, mode.encode()))
+
+
+class Timed:
+    """With BENCH_TIME=1, stands in for the limiter the middleware calls and times its
+    ``acquire_policies`` (wall time and the calling thread's CPU time)."""
+
+    def __init__(self, inner: object) -> None:
+        self.inner = inner
+
+    def acquire_policies(self, *a: object) -> object:
+        t0, c0 = time.perf_counter_ns(), time.thread_time_ns()
+        try:
+            return self.inner.acquire_policies(*a)  # type: ignore[attr-defined]
+        finally:
+            _times.limiter = (time.perf_counter_ns() - t0, time.thread_time_ns() - c0)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+
+class Stub:
+    """`flask-rl-stub` (not run by default): the middleware with a limiter that answers every
+    call with its first answer, no native call: the cost of the Flask glue alone."""
+
+    def __init__(self, inner: object) -> None:
+        self.inner = inner
+        self.answer: object = None
+
+    def acquire_policies(self, *a: object) -> object:
+        if self.answer is None:
+            self.answer = self.inner.acquire_policies(*a)  # type: ignore[attr-defined]
+        return self.answer
+
+
+# With BENCH_TIME=1: the garbage collector's time, in ns, per generation since the process began.
+_gc_ns = [0, 0, 0]
+_gc_start = [0]
+
+
+def _gc_timer(phase: str, info: dict) -> None:  # type: ignore[type-arg]
+    if phase == "start":
+        _gc_start[0] = time.perf_counter_ns()
+    else:
+        _gc_ns[info["generation"]] += time.perf_counter_ns() - _gc_start[0]
+
+
+def timed_wsgi(inner):  # type: ignore[no-untyped-def]
+    """With BENCH_TIME=1: each request's line gets its WSGI call's wall time, the limiter's
+    wall and CPU time, and the time the garbage collector ran during the call, per generation
+    (ns): `<ms> <mode> <request> <limiter> <limiter cpu> <gc gen0> <gc gen1> <gc gen2>`."""
+    import gc
+
+    gc.callbacks.append(_gc_timer)
+
+    def app(environ, start_response):  # type: ignore[no-untyped-def]
+        _times.limiter = (0, 0)
+        gc0 = list(_gc_ns)
+        t0 = time.perf_counter_ns()
+        out = inner(environ, start_response)
+        took = time.perf_counter_ns() - t0
+        gcs = [a - b for a, b in zip(_gc_ns, gc0)]
+        os.write(_fd, b"%d %s %d %d %d %d %d %d\n" % (time.time_ns() // 1_000_000, environ.get("bench.mode", "-").encode(), took,
+                                                     *_times.limiter, *gcs))
+        return out
+
+    return app
 
 
 def one_key(*_: object) -> str:
@@ -72,11 +147,23 @@ else:
     from flask import Flask
 
     app = Flask(__name__)  # type: ignore[assignment]
-    if VARIANT in ("flask-rl", "flask-rl-leases", "flask-rl-memory"):
+    if VARIANT in ("flask-rl", "flask-rl-leases", "flask-rl-memory", "flask-rl-stub"):
         import rl
         from rl.flask import RateLimiter
 
-        RateLimiter(app, limiter=rl.Limiter(RL_URL, **RL_OPTIONS), policies=POLICY, key=one_key)  # type: ignore[arg-type]
+        lim = rl.Limiter(RL_URL, **RL_OPTIONS)
+        if VARIANT == "flask-rl-stub":
+            lim = Stub(lim)  # type: ignore[assignment]
+        RateLimiter(app, limiter=Timed(lim) if TIME else lim, policies=POLICY, key=one_key)  # type: ignore[arg-type]
+    elif VARIANT.startswith("flask-spin"):
+        _spin_ns = int(VARIANT[len("flask-spin"):]) * 1000
+
+        @app.before_request
+        def spin() -> None:
+            end = time.perf_counter_ns() + _spin_ns
+            while time.perf_counter_ns() < end:
+                pass
+
     elif VARIANT == "flask-limiter":
         from flask_limiter import Limiter as FlaskLimiter
 
@@ -84,7 +171,12 @@ else:
 
     @app.get("/")  # type: ignore[misc]
     def root() -> dict:  # type: ignore[type-arg]
-        from flask import g
+        from flask import g, request
 
-        served(g.rl_decision.mode if "rl_decision" in g else "-")
+        mode = g.rl_decision.mode if "rl_decision" in g else "-"
+        request.environ["bench.mode"] = mode
+        served(mode)
         return {"ok": True}
+
+    if TIME:
+        app.wsgi_app = timed_wsgi(app.wsgi_app)  # type: ignore[method-assign]

@@ -31,7 +31,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 VARIANTS = ["fastapi-none", "fastapi-rl", "fastapi-rl-leases", "fastapi-slowapi", "flask-none", "flask-rl", "flask-rl-leases", "flask-limiter"]
 # Also accepted by --only: the middleware on the memory backend (its own cost, no Redis).
-EXTRA_VARIANTS = ["fastapi-rl-memory", "flask-rl-memory"]
+EXTRA_VARIANTS = ["fastapi-rl-memory", "flask-rl-memory", "flask-rl-stub", "flask-spin50", "flask-spin100", "flask-spin200"]
 
 
 def free_port() -> int:
@@ -73,7 +73,8 @@ def ms(text: str) -> float:
 def start(variant: str, args: argparse.Namespace, redis_url: str, tmp: Path, served: Path) -> "tuple[subprocess.Popen[bytes], str, object]":
     """Starts `variant` on a free port; its process, URL and log file, once it answers."""
     port = free_port()
-    env = dict(os.environ, BENCH_VARIANT=variant, BENCH_REDIS=redis_url, BENCH_SERVED=str(served), BENCH_POLICY=args.policy)
+    env = dict(os.environ, BENCH_VARIANT=variant, BENCH_REDIS=redis_url, BENCH_SERVED=str(served), BENCH_POLICY=args.policy,
+               BENCH_TIME="1" if args.time else "0")
     if variant.startswith("fastapi"):
         argv = [sys.executable, "-m", "uvicorn", "apps:app", "--app-dir", str(HERE), "--port", str(port), "--host", "127.0.0.1",
                 "--log-level", "warning", "--no-access-log", "--workers", str(args.workers)]
@@ -138,12 +139,18 @@ def moderate(variant: str, args: argparse.Namespace, redis_url: str, tmp: Path, 
     # How rl decided what the app served (warm-up included): a mode other than `lease` was a
     # Redis round trip in the request's path.
     modes: dict[str, int] = {}
+    times: list[list[int]] = []  # with --time: per served request, [request, limiter, limiter CPU] ns
     for line in served.read_text().splitlines():
-        m = line.split()[1]
+        fields = line.split()
+        m = fields[1]
         if m != "-":
             modes[m] = modes.get(m, 0) + 1
+        if len(fields) == 8:
+            times.append([int(x) for x in fields[2:]])
+    # The measured run's requests only (the warm-up's come first).
+    times = times[-report["requests"]:] if times else times
     return {"requests": report["requests"], "ok": codes.get("200", 0), "p50": report["latencies"]["50th"] / 1e6,
-            "p99": report["latencies"]["99th"] / 1e6, "results": results, "modes": modes}
+            "p99": report["latencies"]["99th"] / 1e6, "results": results, "modes": modes, "times": times}
 
 
 def run(variant: str, args: argparse.Namespace, redis_url: str, tmp: Path) -> dict:  # type: ignore[type-arg]
@@ -188,6 +195,7 @@ def main() -> None:
     p.add_argument("--moderate-seconds", type=int, default=10)
     p.add_argument("--rounds", type=int, default=6)
     p.add_argument("--warmup-seconds", type=int, default=2, help="moderate load: seconds of the same load before each measured run")
+    p.add_argument("--time", action="store_true", help="moderate load, Flask: time each request and its limiter call inside the app")
     p.add_argument("--vegeta", default=os.environ.get("VEGETA", "vegeta"))
     args = p.parse_args()
     phases = args.phases.split(",")
@@ -243,6 +251,22 @@ def moderate_phase(args: argparse.Namespace, redis_url: str, tmp: Path) -> None:
         print(f"| {v} | {sum(r['requests'] for r in s)} | {sum(r['ok'] for r in s)} | {pooled[v]['50th'] / 1e6:.2f} | "
               f"{p99[v]:.2f} | {added} | {' / '.join(format(r['p99'], '.2f') for r in s)} ({median([r['p99'] for r in s]):.2f}) | "
               f"{modes(s)} |")
+    timed = {v: [t for r in s for t in r["times"]] for v, s in samples.items()}
+    if any(timed.values()):
+        print("\nInside the app (--time): the WSGI call's wall time, the limiter call's wall and CPU time, µs; "
+              "the garbage collector's runs during the calls (generations 0 / 1 / 2) and its time in them")
+        print("| app | requests | request P50 / P99 / P99.9 | limiter P50 / P99 / P99.9 | limiter CPU P50 / P99 / P99.9 | GC runs 0 / 1 / 2 | GC ms |")
+        print("|---|---:|---|---|---|---|---:|")
+        for v, ts in timed.items():
+            if not ts:
+                continue
+
+            def pct(col: int) -> str:
+                xs = sorted(t[col] for t in ts)
+                return " / ".join(f"{xs[min(len(xs) - 1, int(q * len(xs)))] / 1000:.0f}" for q in (0.5, 0.99, 0.999))
+
+            runs = " / ".join(str(sum(1 for t in ts if t[3 + g] > 0)) for g in range(3))
+            print(f"| {v} | {len(ts)} | {pct(0)} | {pct(1)} | {pct(2)} | {runs} | {sum(sum(t[3:]) for t in ts) / 1e6:.1f} |")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,11 @@
 # leases=on; then a moderate load (vegeta, open loop, below the limit): what each adds to the P99.
 #   bash bindings-python/bench/http/run.sh [bench.py options, e.g. --duration 5 --only flask-rl]
 # (--only also takes fastapi-rl-memory and flask-rl-memory, not run by default: the middleware on
-# the memory backend, its own cost with no Redis and no lease bookkeeping.)
+# the memory backend, its own cost with no Redis and no lease bookkeeping; flask-rl-stub: the
+# middleware with a limiter that repeats its first answer, the Flask glue alone; and
+# flask-spin50/100/200: bare Flask plus that many µs of busy CPU per request, a control for how
+# much a fixed in-app cost moves the P99. --time: times each Flask request, its limiter call and
+# the garbage collector's runs inside the app.)
 # Needs wrk (Debian: apt-get install -y wrk). Builds rl in release mode into its own venv
 # (target/py-http-bench-venv); not part of the tests.
 set -euo pipefail

@@ -111,9 +111,10 @@ class _Limit:
             if failed(o.on_error, e, _flask.request.path):
                 return _flask.Response(UNAVAILABLE_BODY, status=503, mimetype="text/plain")
             return None
-        _flask.g.rl_decision = decision
+        g = _flask.g._get_current_object()  # one context lookup, not one per use of the proxy
+        g.rl_decision = decision
         if decision.allowed:
-            _flask.g.setdefault("_rl_fields", []).extend(fields)
+            g.setdefault("_rl_fields", []).extend(fields)
             return None
         denied = self.on_denied or o.on_denied
         out: t.Any = denied(_flask.request, decision) if denied is not None else None
