@@ -145,12 +145,15 @@ def moderate(variant: str, args: argparse.Namespace, redis_url: str, tmp: Path, 
         m = fields[1]
         if m != "-":
             modes[m] = modes.get(m, 0) + 1
-        if len(fields) == 8:
+        if len(fields) == 14:
             times.append([int(x) for x in fields[2:]])
     # The measured run's requests only (the warm-up's come first).
     times = times[-report["requests"]:] if times else times
+    # The collector's runs and time in the process over the measured run, in requests or not.
+    gc_all = [b - a for a, b in zip(times[0][6:], times[-1][6:])] if times else []
     return {"requests": report["requests"], "ok": codes.get("200", 0), "p50": report["latencies"]["50th"] / 1e6,
-            "p99": report["latencies"]["99th"] / 1e6, "results": results, "modes": modes, "times": times}
+            "p99": report["latencies"]["99th"] / 1e6, "results": results, "modes": modes, "times": times,
+            "gc_all": gc_all}
 
 
 def run(variant: str, args: argparse.Namespace, redis_url: str, tmp: Path) -> dict:  # type: ignore[type-arg]
@@ -255,8 +258,9 @@ def moderate_phase(args: argparse.Namespace, redis_url: str, tmp: Path) -> None:
     if any(timed.values()):
         print("\nInside the app (--time): the WSGI call's wall time, the limiter call's wall and CPU time, µs; "
               "the garbage collector's runs during the calls (generations 0 / 1 / 2) and its time in them")
-        print("| app | requests | request P50 / P99 / P99.9 | limiter P50 / P99 / P99.9 | limiter CPU P50 / P99 / P99.9 | GC runs 0 / 1 / 2 | GC ms |")
-        print("|---|---:|---|---|---|---|---:|")
+        print("| app | requests | request P50 / P99 / P99.9 | limiter P50 / P99 / P99.9 | limiter CPU P50 / P99 / P99.9 | GC runs 0 / 1 / 2 | GC ms "
+              "| in the whole process: GC runs 0 / 1 / 2 | GC ms 0 / 1 / 2 |")
+        print("|---|---:|---|---|---|---|---:|---|---|")
         for v, ts in timed.items():
             if not ts:
                 continue
@@ -266,7 +270,9 @@ def moderate_phase(args: argparse.Namespace, redis_url: str, tmp: Path) -> None:
                 return " / ".join(f"{xs[min(len(xs) - 1, int(q * len(xs)))] / 1000:.0f}" for q in (0.5, 0.99, 0.999))
 
             runs = " / ".join(str(sum(1 for t in ts if t[3 + g] > 0)) for g in range(3))
-            print(f"| {v} | {len(ts)} | {pct(0)} | {pct(1)} | {pct(2)} | {runs} | {sum(sum(t[3:]) for t in ts) / 1e6:.1f} |")
+            whole = [sum(r["gc_all"][i] for r in samples[v] if r["gc_all"]) for i in range(6)]
+            print(f"| {v} | {len(ts)} | {pct(0)} | {pct(1)} | {pct(2)} | {runs} | {sum(sum(t[3:6]) for t in ts) / 1e6:.1f} | "
+                  f"{' / '.join(str(x) for x in whole[:3])} | {' / '.join(f'{x / 1e6:.1f}' for x in whole[3:])} |")
 
 
 if __name__ == "__main__":
