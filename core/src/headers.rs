@@ -267,7 +267,7 @@ impl Prepared {
     }
 
     /// `RateLimit-Policy`'s value, the same for every response (`None` when the style renders
-    /// no IETF fields): a binding may convert it once.
+    /// no IETF fields).
     pub fn policy_field(&self) -> Option<&str> {
         self.policy_field.as_deref()
     }

@@ -90,7 +90,9 @@ def timed_wsgi(inner):  # type: ignore[no-untyped-def]
         out = inner(environ, start_response)
         took = time.perf_counter_ns() - t0
         gcs = [a - b for a, b in zip(_gc_ns, gc0)]
-        os.write(_fd, b"%d %s %d %d %d %d %d %d %d %d %d %d %d %d\n" % (time.time_ns() // 1_000_000, environ.get("bench.mode", "-").encode(),
+        if "bench.ms" not in environ:
+            return out  # not served by the view (a 429): only served requests are counted
+        os.write(_fd, b"%d %s %d %d %d %d %d %d %d %d %d %d %d %d\n" % (environ["bench.ms"], environ["bench.mode"].encode(),
                                                                     took, *_times.limiter, *gcs, *_gc_runs, *_gc_ns))
         return out
 
@@ -178,6 +180,7 @@ else:
 
         mode = g.rl_decision.mode if "rl_decision" in g else "-"
         request.environ["bench.mode"] = mode
+        request.environ["bench.ms"] = time.time_ns() // 1_000_000  # when served, as served() records it
         served(mode)
         return {"ok": True}
 

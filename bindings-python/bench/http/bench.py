@@ -139,7 +139,9 @@ def moderate(variant: str, args: argparse.Namespace, redis_url: str, tmp: Path, 
     # How rl decided what the app served (warm-up included): a mode other than `lease` was a
     # Redis round trip in the request's path.
     modes: dict[str, int] = {}
-    times: list[list[int]] = []  # with --time: per served request, [request, limiter, limiter CPU] ns
+    # With --time, per served request (apps.timed_wsgi): the request's, the limiter's wall and CPU
+    # and the collector's ns in it per generation, then the process's collector runs and ns so far.
+    times: list[list[int]] = []
     for line in served.read_text().splitlines():
         fields = line.split()
         m = fields[1]
@@ -174,9 +176,10 @@ def run(variant: str, args: argparse.Namespace, redis_url: str, tmp: Path) -> di
     p50 = ms(re.search(r"^\s+50%\s+(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
     p99 = ms(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
     lines = [line.split() for line in served.read_text().splitlines()]
-    times = [int(t) for t, _ in lines]
+    # A line is `<ms> <mode>`, with --time followed by the app's own timings (not used here).
+    times = [int(f[0]) for f in lines]
     modes: dict[str, int] = {}
-    for _, m in lines:
+    for m in (f[1] for f in lines):
         modes[m] = modes.get(m, 0) + 1
     return {"variant": variant, "rps": rps, "p50": p50, "p99": p99, "served": len(times),
             "max_window": max_in_window(times, args.window_ms), "cmds": (after - before) / max(total, 1),
