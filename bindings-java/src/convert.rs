@@ -212,7 +212,12 @@ pub fn composite_longs<'l>(
     env: &mut JNIEnv<'l>,
     c: &CompositeDecision,
 ) -> Result<JLongArray<'l>, Failure> {
-    let mut v = Vec::with_capacity(4 + 7 * c.decisions.len());
+    long_array(env, &composite_vec(c, 0))
+}
+
+/// A composite decision's longs (see `composite_longs`), with room for `extra` more.
+pub fn composite_vec(c: &CompositeDecision, extra: usize) -> Vec<jlong> {
+    let mut v = Vec::with_capacity(4 + 7 * c.decisions.len() + extra);
     v.extend_from_slice(&[
         c.allowed as jlong,
         long(c.retry_after_ms),
@@ -222,7 +227,7 @@ pub fn composite_longs<'l>(
     for d in &c.decisions {
         push_decision(&mut v, d);
     }
-    long_array(env, &v)
+    v
 }
 
 /// A `dev.rl.Decision`, made by `Native.decision`.

@@ -141,15 +141,34 @@ pub fn start_flat<'l, F>(
 where
     F: Future<Output = rl_core::Result<Outcome>> + Send + 'static,
 {
+    match start_with(env, future, call, true)? {
+        Some(Outcome::Decision(d)) => Ok(Some(convert::decision_longs(env, &d)?.into())),
+        Some(Outcome::Composite(c)) => Ok(Some(convert::composite_longs(env, &c)?.into())),
+        Some(other) => deliver(env, convert::future(future)?, Ok(Ok(other))).map(|()| None),
+        None => Ok(None),
+    }
+}
+
+/// [`start`] for a call whose Java side takes an answer made at once itself, in whatever form
+/// the caller writes it (`prepared::fill`): `Some` when it was made at once, `None` when the
+/// future is completed from here (an error) or from the runtime.
+pub fn start_ready<F>(
+    env: &mut JNIEnv,
+    future: &JObject,
+    call: F,
+) -> Result<Option<Outcome>, Failure>
+where
+    F: Future<Output = rl_core::Result<Outcome>> + Send + 'static,
+{
     start_with(env, future, call, true)
 }
 
-fn start_with<'l, F>(
-    env: &mut JNIEnv<'l>,
+fn start_with<F>(
+    env: &mut JNIEnv,
     future: &JObject,
     call: F,
     flat: bool,
-) -> Result<Option<JObject<'l>>, Failure>
+) -> Result<Option<Outcome>, Failure>
 where
     F: Future<Output = rl_core::Result<Outcome>> + Send + 'static,
 {
@@ -172,15 +191,7 @@ where
         Started::Ready(Ok(Err(e))) if e.kind() == rl_core::ErrorKind::InvalidArgument => {
             Err(Failure::Core(e))
         }
-        Started::Ready(Ok(Ok(Outcome::Decision(d)))) if flat => {
-            Ok(Some(convert::decision_longs(env, &d)?.into()))
-        }
-        Started::Ready(Ok(Ok(Outcome::Composite(c)))) if flat => {
-            Ok(Some(convert::composite_longs(env, &c)?.into()))
-        }
-        Started::Ready(Ok(Ok(Outcome::Responded(c, r)))) if flat => {
-            Ok(Some(crate::prepared::responded(env, &c, &r)?))
-        }
+        Started::Ready(Ok(Ok(outcome))) if flat => Ok(Some(outcome)),
         Started::Ready(result) => deliver(env, future, result).map(|()| None),
         Started::Spawned => Ok(None),
     }

@@ -26,14 +26,19 @@
 # All the ways' gateways run at once, each with its own key prefix; the ways take turns round by
 # round (the order rotated each round), so a slow spell of a shared machine is shared by all.
 #
+# APP=servlet runs the same phases against embedded Jetty (../servlet: BenchServlet) with the ways
+# none, rl, rl-leases and rl-memory: rl's RateLimitFilter (dev.rl:rl-servlet) in front of a servlet
+# that counts what it served, the servlet being the app (no upstream, no peer limiter).
+#
 # With TIME=1 each gateway also times, in itself, the limiter per request (the filter's ask to its
 # answer) and the whole request (first filter to response, upstream included), and the moderate
 # phase reports their P50/P99/P99.9 in µs per way: where a way's added latency is spent.
 #
-#   bash bindings-java/bench/http/run.sh            (env: SECONDS_PER_RUN=10 CONNS=32 LIMIT=500 WINDOW_MS=1000 MODES="none rl rl-leases redis" RATE=LIMIT/2 per s ROUNDS=6 WARMUP_SECONDS=3*SECONDS_PER_RUN PHASES="over moderate" TIME=0)
+#   bash bindings-java/bench/http/run.sh            (env: APP=scg SECONDS_PER_RUN=10 CONNS=32 LIMIT=500 WINDOW_MS=1000 MODES="none rl rl-leases redis" RATE=LIMIT/2 per s ROUNDS=6 WARMUP_SECONDS=3*SECONDS_PER_RUN PHASES="over moderate" TIME=0)
+#   APP=servlet bash bindings-java/bench/http/run.sh   (MODES="none rl rl-leases" by default)
 #
 # Builds and installs dev.rl:rl-java (release native library) and dev.rl:rl-spring-cloud-gateway
-# first, and loads the release library from the cargo target dir (rl.native.path), whatever jar a
+# (or dev.rl:rl-servlet) first, and loads the release library from the cargo target dir (rl.native.path), whatever jar a
 # concurrent build may have put in ~/.m2 since; installs vegeta into $CARGO_TARGET_DIR/tools/bin (Go module proxy) if it is missing.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../../.." && pwd)"
@@ -44,7 +49,16 @@ secs="${SECONDS_PER_RUN:-10}"
 conns="${CONNS:-32}"
 limit="${LIMIT:-500}"
 window="${WINDOW_MS:-1000}"
-modes="${MODES:-none rl rl-leases redis}"
+app="${APP:-scg}"
+case "$app" in
+  scg) modes="${MODES:-none rl rl-leases redis}" ;;
+  servlet)
+    modes="${MODES:-none rl rl-leases}"
+    for m in $modes; do
+      case "$m" in none | rl | rl-leases | rl-memory) ;; *) echo "APP=servlet has no way $m (none, rl, rl-leases, rl-memory)" >&2; exit 2 ;; esac
+    done ;;
+  *) echo "APP is $app; use scg or servlet" >&2; exit 2 ;;
+esac
 rate="${RATE:-$((limit * 1000 / window / 2))}"
 rounds="${ROUNDS:-6}"
 phases="${PHASES:-over moderate}"
@@ -60,12 +74,21 @@ if [ ! -x "$vegeta" ]; then
   vegeta="$target/tools/bin/vegeta"
 fi
 
-echo "== build: rl-java (release native library), rl-spring-cloud-gateway and the bench gateway"
-mvn "${mvn_flags[@]}" -f bindings-java/pom.xml -DskipTests -Drl.cargo.target.dir="$target" install
-mvn "${mvn_flags[@]}" -f bindings-java/spring-cloud-gateway/pom.xml -DskipTests install
-mvn "${mvn_flags[@]}" -f bindings-java/bench/http/pom.xml package dependency:build-classpath -Dmdep.outputFile=target/cp.txt
+if [ "$app" = scg ]; then
+  echo "== build: rl-java (release native library), rl-spring-cloud-gateway and the bench gateway"
+  mvn "${mvn_flags[@]}" -f bindings-java/pom.xml -DskipTests -Drl.cargo.target.dir="$target" install
+  mvn "${mvn_flags[@]}" -f bindings-java/spring-cloud-gateway/pom.xml -DskipTests install
+  bench_dir=bindings-java/bench/http
+  mvn "${mvn_flags[@]}" -f $bench_dir/pom.xml package dependency:build-classpath -Dmdep.outputFile=target/cp.txt
+else
+  echo "== build: rl-java (release native library), rl-servlet and the bench app"
+  mvn "${mvn_flags[@]}" -f bindings-java/pom.xml -DskipTests -Drl.cargo.target.dir="$target" install
+  mvn "${mvn_flags[@]}" -f bindings-java/servlet/pom.xml -DskipTests install
+  bench_dir=bindings-java/bench/servlet
+  mvn "${mvn_flags[@]}" -f $bench_dir/pom.xml compile dependency:build-classpath -Dmdep.outputFile=target/cp.txt
+fi
 [ -x "$target/debug/rl-harness" ] || cargo build --locked -p rl-harness
-cp="bindings-java/bench/http/target/classes:$(cat bindings-java/bench/http/target/cp.txt)"
+cp="$bench_dir/target/classes:$(cat $bench_dir/target/cp.txt)"
 
 eval "$("$target/debug/rl-harness" start)"   # RL_TEST_REDIS_URL, _PORT, _PID, _DIR
 gw_pid=""
@@ -100,6 +123,17 @@ start_gateway() {  # way
   port="$(free_port)"
   [ "$mode" = rl-leases ] && extra=(--rl.options.leases=on)
   if [ "$mode" = rl-memory ]; then mode=rl; url=memory://; fi
+  if [ "$app" = servlet ]; then
+    local leases=off
+    [ "$mode" = rl-leases ] && { mode=rl; leases=on; }
+    java -Xms512m -Xmx512m -Drl.native.path="$target/release/librl_java.so" -cp "$cp" dev.rl.bench.servlet.BenchServlet \
+      --port="$port" --mode="$mode" --url="$url" --limit="$limit" --window-ms="$window" --prefix="bench-$way:" \
+      --leases="$leases" --time="$([ "$time_it" = 1 ] && echo true || echo false)" >"$results/$way.log" 2>&1 &
+    gw_pids[$way]=$!
+    gw_pid="${gw_pids[*]}"
+    gw_port[$way]="$port"
+    return
+  fi
   java -Xms512m -Xmx512m -Dsun.net.httpserver.nodelay=true -Drl.native.path="$target/release/librl_java.so" -cp "$cp" dev.rl.bench.http.BenchGateway \
     --server.port="$port" --server.address=127.0.0.1 --bench.mode="$mode" --bench.limit="$limit" \
     --bench.window-ms="$window" --rl.url="$url" "--rl.options.key_prefix=bench-$way:" \

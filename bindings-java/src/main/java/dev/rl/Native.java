@@ -1,5 +1,7 @@
 package dev.rl;
 
+import java.nio.charset.StandardCharsets;
+
 import java.util.concurrent.CompletableFuture;
 
 /**
@@ -109,12 +111,22 @@ final class Native {
 
     static native void freePolicies(long policies);
 
-    /** {@code [long[] decision, String[] fields, String body]} ({@link #policyResponseOf}). */
-    static native Object[] acquirePolicies(long handle, long policies, byte[] key, long cost, byte[] group);
+    /**
+     * Decides and writes the answer into {@code out} (sized by {@link #policyLongs}) and
+     * {@code text}, or into a new array it returns when the text does not fit (null when it
+     * does): see {@link #policyResponseOf}. Java allocates, native code only fills: objects made
+     * from native code cost several times more on a middleware's cold path.
+     */
+    static native byte[] acquirePolicies(long handle, long policies, byte[] key, long cost, byte[] group,
+            long[] out, byte[] text);
 
-    /** The same when decided at once; null when {@code future} is completed with it by native code. */
-    static native Object[] acquirePoliciesAsync(long handle, long policies, byte[] key, long cost, byte[] group,
-            CompletableFuture<Object[]> future);
+    /**
+     * The same when decided at once. Otherwise {@code out} is left as it was (the fields' length
+     * -1, see {@link #pending}) and native code completes {@code future} with
+     * {@code Object[] {long[] out, byte[] text}}.
+     */
+    static native byte[] acquirePoliciesAsync(long handle, long policies, byte[] key, long cost, byte[] group,
+            CompletableFuture<Object[]> future, long[] out, byte[] text);
 
     /** The names of rl-core's modes ({@code Mode::ALL}), in order. */
     private static native String[] modes();
@@ -148,22 +160,64 @@ final class Native {
 
     /** A composite decision: allowed (0/1), retryAfterMs, mode index, nowMs, then seven longs per rule. */
     static CompositeDecision compositeOf(long[] f) {
-        Decision[] ds = new Decision[(f.length - 4) / 7];
+        return compositeOf(f, f.length);
+    }
+
+    /** {@link #compositeOf(long[])} from the first {@code n} longs of {@code f}. */
+    static CompositeDecision compositeOf(long[] f, int n) {
+        Decision[] ds = new Decision[(n - 4) / 7];
         for (int i = 0; i < ds.length; i++) {
             ds[i] = decisionOf(f, 4 + 7 * i);
         }
         return new CompositeDecision(f[0] != 0, f[1], MODES[(int) f[2]], f[3], java.util.List.of(ds));
     }
 
-    /** A prepared-policies call's answer: the decision, the fields as name/value pairs, the body. */
+    /** The longs of a prepared-policies answer for {@code policies} policies. */
+    static long[] policyLongs(int policies) {
+        long[] out = new long[4 + 7 * policies + 2];
+        out[out.length - 2] = -1;
+        return out;
+    }
+
+    /** Whether {@code out} ({@link #policyLongs}) is still unanswered. */
+    static boolean pending(long[] out) {
+        return out[out.length - 2] < 0;
+    }
+
+    /** A prepared-policies answer that came through the future: {@code Object[] {long[], byte[]}}. */
     static PolicyResponse policyResponseOf(Object[] r) {
-        String[] nv = (String[]) r[1];
-        @SuppressWarnings("unchecked")
-        java.util.Map.Entry<String, String>[] fields = new java.util.Map.Entry[nv.length / 2];
-        for (int i = 0; i < fields.length; i++) {
-            fields[i] = java.util.Map.entry(nv[2 * i], nv[2 * i + 1]);
+        return policyResponseOf((long[]) r[0], (byte[]) r[1]);
+    }
+
+    /**
+     * A prepared-policies answer: {@code out} holds the composite decision's longs
+     * ({@link #compositeOf}), then the byte lengths of the fields and of the body (-1: none);
+     * {@code text} holds each field as {@code name \n value \n}, then the body, in UTF-8.
+     */
+    static PolicyResponse policyResponseOf(long[] out, byte[] text) {
+        int n = out.length - 2;
+        int fieldsEnd = (int) out[n];
+        int bodyLength = (int) out[n + 1];
+        java.util.List<java.util.Map.Entry<String, String>> fields = new java.util.ArrayList<>(4);
+        for (int at = 0; at < fieldsEnd;) {
+            int nameEnd = indexOf(text, (byte) '\n', at);
+            int valueEnd = indexOf(text, (byte) '\n', nameEnd + 1);
+            fields.add(java.util.Map.entry(
+                    new String(text, at, nameEnd - at, StandardCharsets.UTF_8),
+                    new String(text, nameEnd + 1, valueEnd - nameEnd - 1, StandardCharsets.UTF_8)));
+            at = valueEnd + 1;
         }
-        return new PolicyResponse(compositeOf((long[]) r[0]), java.util.List.of(fields), (String) r[2]);
+        String body = bodyLength < 0 ? null : new String(text, fieldsEnd, bodyLength, StandardCharsets.UTF_8);
+        return new PolicyResponse(compositeOf(out, n), java.util.Collections.unmodifiableList(fields), body);
+    }
+
+    private static int indexOf(byte[] a, byte b, int from) {
+        for (int i = from; i < a.length; i++) {
+            if (a[i] == b) {
+                return i;
+            }
+        }
+        throw new IllegalStateException("rl: a malformed native answer (no field separator after " + from + ")");
     }
 
     static CompositeDecision composite(boolean allowed, long retryAfterMs, int mode, long nowMs,

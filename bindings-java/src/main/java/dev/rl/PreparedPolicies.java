@@ -18,11 +18,20 @@ public final class PreparedPolicies {
     private final HeaderStyle style;
     /** The native policies; read only while this object is reachable (see {@link RateLimiter}). */
     final long handle;
+    /** How many policies; a request's answer has this many decisions. */
+    final int size;
+    /**
+     * Bytes a request's answer text usually fits in (the fields; a denial's body may not, and
+     * then native code makes a bigger array).
+     */
+    final int textCapacity;
 
     private PreparedPolicies(List<Policy> policies, HeaderStyle style, long handle) {
         this.policies = policies;
         this.style = style;
         this.handle = handle;
+        this.size = policies.size();
+        this.textCapacity = 128 + 96 * size;
     }
 
     /**

@@ -211,13 +211,17 @@ public final class RateLimiter implements AutoCloseable {
         byte[] k = utf8(key);
         byte[] g = group == null ? null : group.getBytes(StandardCharsets.UTF_8);
         long p = policiesHandle(policies);
+        long[] out = Native.policyLongs(policies.size);
+        byte[] text = new byte[policies.textCapacity];
+        byte[] big;
         long h = handle.enter();
         try {
-            return Native.policyResponseOf(Native.acquirePolicies(h, p, k, cost, g));
+            big = Native.acquirePolicies(h, p, k, cost, g, out, text);
         } finally {
             handle.exit();
             java.lang.ref.Reference.reachabilityFence(policies);
         }
+        return Native.policyResponseOf(out, big == null ? text : big);
     }
 
     /**
@@ -230,16 +234,18 @@ public final class RateLimiter implements AutoCloseable {
         byte[] g = group == null ? null : group.getBytes(StandardCharsets.UTF_8);
         long p = policiesHandle(policies);
         CompletableFuture<Object[]> future = new CompletableFuture<>();
-        Object[] now;
+        long[] out = Native.policyLongs(policies.size);
+        byte[] text = new byte[policies.textCapacity];
+        byte[] big;
         long h = handle.enter();
         try {
-            now = Native.acquirePoliciesAsync(h, p, k, cost, g, future);
+            big = Native.acquirePoliciesAsync(h, p, k, cost, g, future, out, text);
         } finally {
             handle.exit();
             java.lang.ref.Reference.reachabilityFence(policies);
         }
-        if (now != null) {
-            return hop(CompletableFuture.completedFuture(Native.policyResponseOf(now)));
+        if (!Native.pending(out)) {
+            return hop(CompletableFuture.completedFuture(Native.policyResponseOf(out, big == null ? text : big)));
         }
         return hop(future.thenApply(Native::policyResponseOf));
     }

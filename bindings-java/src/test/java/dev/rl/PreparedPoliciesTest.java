@@ -49,6 +49,35 @@ class PreparedPoliciesTest {
         }
     }
 
+    /** An answer longer than the buffer the call passes (long names, both styles, a denial's body) arrives whole. */
+    @ParameterizedTest
+    @ValueSource(strings = {"redis", "memory"})
+    void anAnswerLongerThanTheCallsBufferArrivesWhole(String backend) throws Exception {
+        try (RateLimiter limiter = BasicTest.open(backend)) {
+            String key = TestSupport.key("prepared-long");
+            String name = "a-policy-with-a-name-long-enough-to-overflow-the-buffer";
+            List<Policy> ps = Policy.parseAll(name + "-1: 1/10s; " + name + "-2: 5/m; " + name + "-3: 9/h");
+            PreparedPolicies p = PreparedPolicies.of(ps, HeaderStyle.BOTH);
+            for (int i = 0; i < 4; i++) {
+                PolicyResponse r = i % 2 == 0 ? limiter.acquirePolicies(p, key, 1, null)
+                        : limiter.acquirePoliciesAsync(p, key, 1, null).get(5, TimeUnit.SECONDS);
+                CompositeDecision d = r.decision();
+                assertEquals(i == 0, d.allowed(), "call " + i + ": " + d);
+                assertEquals(3, d.decisions().size());
+                assertEquals(RateLimitHeaders.render(ps, d, HeaderStyle.BOTH), r.headers());
+                int text = 0;
+                for (var h : r.headers()) {
+                    text += h.getKey().length() + h.getValue().length() + 2;
+                }
+                if (!d.allowed()) {
+                    assertEquals(RateLimitHeaders.problemBody(ps, d), r.problemBody());
+                    text += r.problemBody().length();
+                    assertTrue(text > p.textCapacity, "the answer (" + text + " bytes) overflows the call's buffer");
+                }
+            }
+        }
+    }
+
     @Test
     void aLeasedRequestIsAnsweredAtOnce() throws Exception {
         try (RateLimiter limiter = TestSupport.redis().leases("on").leaseMs(2_000).build()) {
