@@ -63,6 +63,7 @@ bench-http:
 	bash bindings-python/bench/http/run.sh $(BENCH_HTTP_ARGS)
 	bash bindings-node/bench/http/run.sh
 	bash bindings-java/bench/http/run.sh
+	APP=servlet bash bindings-java/bench/http/run.sh
 
 # The design's section-4 gateway benchmark, as written: wrk -t8 -c100 --latency against rl serve in
 # proxy mode (1, 2 and 4 processes on one local Redis) and behind nginx auth_request.

@@ -34,7 +34,7 @@
 # answer) and the whole request (first filter to response, upstream included), and the moderate
 # phase reports their P50/P99/P99.9 in µs per way: where a way's added latency is spent.
 #
-#   bash bindings-java/bench/http/run.sh            (env: APP=scg SECONDS_PER_RUN=10 CONNS=32 LIMIT=500 WINDOW_MS=1000 MODES="none rl rl-leases redis" RATE=LIMIT/2 per s ROUNDS=6 WARMUP_SECONDS=3*SECONDS_PER_RUN PHASES="over moderate" TIME=0)
+#   bash bindings-java/bench/http/run.sh            (env: APP=scg SECONDS_PER_RUN=10 CONNS=32 LIMIT=500 WINDOW_MS=1000 MODES="none rl rl-leases redis" RATE=LIMIT/2 per s ROUNDS=6 WARMUP_SECONDS=3*SECONDS_PER_RUN MODERATE_WARMUP_ROUNDS=3 PHASES="over moderate" TIME=0)
 #   APP=servlet bash bindings-java/bench/http/run.sh   (MODES="none rl rl-leases" by default)
 #
 # Builds and installs dev.rl:rl-java (release native library) and dev.rl:rl-spring-cloud-gateway
@@ -204,12 +204,15 @@ fi
 declare -A mfiles normal0 mstats mcmds
 if [[ " $phases " == *" moderate "* ]]; then
   echo "== moderate: $rate req/s, $rounds rounds of $secs s per way, in turns"
-  # First a round of the same load per way, not measured: after the closed-loop warm-up, every
-  # way's first moderate round had a P99 of 4-5 ms (against 0.6-2 ms after), limiter or not, and
-  # it alone set the pooled P99.
-  for way in "${mways[@]}"; do
-    echo "GET http://127.0.0.1:${gw_port[$way]}/bench/x" \
-      | GOGC=off "$vegeta" attack -rate="$rate/s" -duration="${secs}s" -timeout=2s >/dev/null
+  # First MODERATE_WARMUP_ROUNDS (default 3) rounds of the same load per way, in turns, not
+  # measured: after the closed-loop warm-up, every way's first moderate rounds had a P99 of
+  # 3-5 ms (against 0.8-2 ms after), limiter or not, for about two rounds of all ways on
+  # Spring Cloud Gateway, and they alone set the pooled P99.
+  for r in $(seq 1 "${MODERATE_WARMUP_ROUNDS:-3}"); do
+    for way in $(turns "$r" "${mways[@]}"); do
+      echo "GET http://127.0.0.1:${gw_port[$way]}/bench/x" \
+        | GOGC=off "$vegeta" attack -rate="$rate/s" -duration="${secs}s" -timeout=2s >/dev/null
+    done
   done
   for way in "${mways[@]}"; do normal0[$way]="$(field rl_normal "$(stats_of "$way")")"; done
   for r in $(seq 1 "$rounds"); do
@@ -239,7 +242,7 @@ if [[ " $phases " == *" over "* ]]; then
   done
 fi
 mrows=()
-declare -A mp99
+declare -A mp99 mmed
 if [[ " $phases " == *" moderate "* ]]; then
   for way in "${mways[@]}"; do
     read -ra fs <<<"${mfiles[$way]}"
@@ -249,6 +252,7 @@ print("/".join("%.2f" % (json.loads(l)["latencies"]["99th"]/1e6) for l in sys.st
 r=json.load(sys.stdin); l=r["latencies"]
 print(r["requests"], "%.2f" % (l["50th"]/1e6), "%.2f" % (l["99th"]/1e6), r["status_codes"].get("200", 0))')
     mp99[$way]="$m99"
+    mmed[$way]="$(median $(tr / ' ' <<<"$mall"))"
     mtrips="-"
     case "$way" in rl | rl-leases) mtrips=$(( $(field rl_normal "${mstats[$way]}") - ${normal0[$way]} )) ;; esac
     mcr="$(awk -v c="${mcmds[$way]}" -v n="$mreq" 'BEGIN {printf "%.3f", c/n}')"
@@ -265,14 +269,17 @@ fi
 if [ ${#mrows[@]} -gt 0 ]; then
   echo
   echo "moderate load: $rate req/s, $rounds rounds of $secs s per way in turns (vegeta, open loop; all below the limit, so all admitted); P50/P99: of all rounds' requests together; none-again: the A/A control"
-  printf '%-10s %9s %9s %9s %9s %10s %14s %14s %14s  %s\n' way requests "P50 ms" "P99 ms" "200s" served "added P99" "rl by Redis" "redis cmd/req" "P99 per round"
+  echo "(round P99 median: the median of the rounds' P99s, which one bad round cannot move; added: over none's, in %)"
+  printf '%-10s %9s %9s %9s %9s %10s %10s %10s %12s %12s %14s  %s\n' way requests "P50 ms" "P99 ms" "200s" served "added P99" "round P99" "added" "rl by Redis" "redis cmd/req" "P99 per round"
+  printf '%-10s %9s %9s %9s %9s %10s %10s %10s %12s %12s %14s\n' "" "" "" "" "" "" "" "median ms" "" "" ""
   for r in "${mrows[@]}"; do
     read -r way mreq m50 m99 mok mserved mcr mall mtrips <<<"$r"
-    added="-"
+    added="-" added_med="-"
     if [ "$way" != none ] && [ -n "${mp99[none]:-}" ]; then
       added="$(awk -v a="$m99" -v b="${mp99[none]}" 'BEGIN {printf "%+.0f%%", (a-b)/b*100}')"
+      added_med="$(awk -v a="${mmed[$way]}" -v b="${mmed[none]}" 'BEGIN {printf "%+.0f%%", (a-b)/b*100}')"
     fi
-    printf '%-10s %9s %9s %9s %9s %10s %14s %14s %14s  %s\n' "$way" "$mreq" "$m50" "$m99" "$mok" "$mserved" "$added" "$mtrips" "$mcr" "$mall"
+    printf '%-10s %9s %9s %9s %9s %10s %10s %10s %12s %12s %14s  %s\n' "$way" "$mreq" "$m50" "$m99" "$mok" "$mserved" "$added" "${mmed[$way]}" "$added_med" "$mtrips" "$mcr" "$mall"
   done
   if [ "$time_it" = 1 ]; then
     echo

@@ -1,7 +1,6 @@
 package dev.rl;
 
 import java.util.ArrayList;
-import java.util.Collections;
 import java.util.List;
 
 /**
@@ -29,7 +28,7 @@ public record Policy(String name, long limit, long windowMs) {
         for (int i = 0; i < names.length; i++) {
             out.add(new Policy(names[i], limits[i], windows[i]));
         }
-        return Collections.unmodifiableList(out);
+        return List.copyOf(out);
     }
 
     /** A policy from its parts, checked by the core; a null {@code name} gives the canonical text. */

@@ -63,6 +63,15 @@ public final class RateLimitFilter implements Filter {
     /** Distinct policy lists seen, prepared (see {@link #prepared}). */
     private final Map<List<Policy>, PreparedPolicies> prepared = new ConcurrentHashMap<>();
     private static final int MAX_PREPARED = 256;
+    /**
+     * The unmodifiable list last prepared, by identity: {@code policies(String)} and a per-route
+     * {@code policiesFor} hand back the same list object per request, and comparing references
+     * spares hashing every policy of it on each request. A modifiable list is always looked up
+     * by its contents, which may have changed.
+     */
+    private volatile Last last;
+
+    private record Last(List<Policy> list, PreparedPolicies prepared) {}
 
     private RateLimitFilter(Builder b) {
         this.limiter = b.limiter;
@@ -132,6 +141,10 @@ public final class RateLimitFilter implements Filter {
      * makes a new list per request only costs a preparation per request, never memory.
      */
     private PreparedPolicies prepared(List<Policy> ps) {
+        Last l = last;
+        if (l != null && l.list == ps) {
+            return l.prepared;
+        }
         PreparedPolicies p = prepared.get(ps);
         if (p == null) {
             if (prepared.size() >= MAX_PREPARED) {
@@ -139,6 +152,9 @@ public final class RateLimitFilter implements Filter {
             }
             p = PreparedPolicies.of(ps, style);
             prepared.put(List.copyOf(ps), p);
+        }
+        if (List.copyOf(ps) == ps) {   // an unmodifiable list: its identity stands for its contents
+            last = new Last(ps, p);
         }
         return p;
     }

@@ -109,11 +109,13 @@ class RateLimitFilterTest {
     /**
      * Per-route policies: each route's list is decided and rendered under its own policies (the
      * filter prepares each distinct list once), and a route whose function builds a new list per
-     * request still counts in one window; a path with no policies is unlimited.
+     * request still counts in one window; a modifiable list changed between requests is decided
+     * by its new contents; a path with no policies is unlimited.
      */
     @Test
     void policiesForDecidesEachRouteUnderItsOwnPolicies() throws Exception {
         List<dev.rl.Policy> orders = dev.rl.Policy.parseAll("orders: 2/m");
+        List<dev.rl.Policy> mutable = new java.util.ArrayList<>(dev.rl.Policy.parseAll("before: 5/m"));
         // A window per route (the path's first segment) and client.
         Function<HttpServletRequest, String> route = r -> r.getRequestURI().split("/")[1] + "|" + Keys.clientIp().apply(r);
         RateLimitFilter f = RateLimitFilter.builder(limiter).key(fresh(route)).policiesFor(r -> {
@@ -123,6 +125,9 @@ class RateLimitFilterTest {
             }
             if (path.startsWith("/search")) {
                 return dev.rl.Policy.parseAll("search: 1/m"); // a new list every request
+            }
+            if (path.startsWith("/mutable")) {
+                return mutable; // one modifiable list, changed between requests
             }
             return null;
         }).build();
@@ -142,7 +147,12 @@ class RateLimitFilterTest {
             HttpResponse<String> free = get(app.url("/health"));
             assertEquals(200, free.statusCode());
             assertNull(header(free, "RateLimit"), "a path with no policies is not limited");
-            assertEquals(4, app.served.size());
+            assertEquals("before", StructuredFields.parseList(header(get(app.url("/mutable")), "RateLimit-Policy")).get(0).value());
+            mutable.set(0, dev.rl.Policy.parseAll("after: 7/m").get(0));
+            List<StructuredFields.Item> changed = StructuredFields.parseList(header(get(app.url("/mutable")), "RateLimit-Policy"));
+            assertEquals("after", changed.get(0).value(), "a modifiable list is decided by what it holds now");
+            assertEquals(7L, changed.get(0).params().get("q"));
+            assertEquals(6, app.served.size());
         }
     }
 
