@@ -102,13 +102,10 @@ impl Call {
     }
 }
 
-/// `[long[] decision, String[] fields, String body]`: the composite decision as
-/// `convert::composite_longs`, the fields as `[name0, value0, name1, ...]`, the body of a denial
-/// (else null). Java's `Native.policyResponseOf` reads it.
 /// A decision and its response in the form `Native.policyResponseOf` reads: the composite
 /// decision's longs (`convert::composite_vec`) then two more, the byte lengths of the fields and of
 /// the body (-1: none); and one text, each field as `name \n value \n`, then the body (UTF-8).
-/// Two arrays the caller fills with one JNI call each, rather than Java objects built from
+/// Two arrays, each filled with one JNI call, rather than Java objects built from
 /// native code: each `New*` call allocates outside the compiled Java fast path, and on a
 /// middleware's path (a request every few ms, caches cold) they were half of rl's time.
 fn encode(c: &CompositeDecision, r: &Response) -> (Vec<jlong>, Vec<u8>) {
