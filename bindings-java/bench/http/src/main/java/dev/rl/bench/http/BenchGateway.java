@@ -1,14 +1,13 @@
 package dev.rl.bench.http;
 
 import com.sun.net.httpserver.HttpServer;
+import dev.rl.bench.BenchStats;
 import dev.rl.gateway.RlKeyResolver;
 import dev.rl.gateway.RlRateLimiter;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
-import java.util.ArrayList;
-import java.util.List;
 import java.util.concurrent.Executors;
 import org.springframework.beans.factory.annotation.Value;
 import org.springframework.boot.SpringApplication;
@@ -27,44 +26,14 @@ import org.springframework.context.annotation.Primary;
  * RedisRateLimiter, a token bucket: replenish {@code limit / window} per second, burst
  * {@code limit}) or {@code allow} (the same filter with a limiter that allows everything: the
  * filter's own cost). {@code /__stats?window=MS} (unlimited route) reports what the upstream served
- * and the most it served in any window, then forgets it.
+ * and the most it served in any window, then forgets it ({@link BenchStats}); with
+ * {@code bench.time=true} also the limiter's time per request (the filter's ask to its answer)
+ * and the gateway's (first filter to response, the upstream included).
  */
 @SpringBootApplication
 public class BenchGateway {
     public static void main(String[] args) {
         SpringApplication.run(BenchGateway.class, args);
-    }
-
-    /**
-     * With {@code bench.time=true}: how long the limiter took per request (from the filter asking
-     * to the answer), and the gateway per request (from the first filter to the response, the
-     * upstream included); {@code /__stats} reports their P50/P99/P99.9 in µs, then forgets them.
-     */
-    static final Timings LIMITER_TIME = new Timings();
-    static final Timings GATEWAY_TIME = new Timings();
-
-    /** Durations in ns, kept to be sorted when reported. */
-    static final class Timings {
-        private long[] ns = new long[1 << 16];
-        private int n;
-
-        synchronized void add(long d) {
-            if (n == ns.length) {
-                ns = java.util.Arrays.copyOf(ns, n * 2);
-            }
-            ns[n++] = d;
-        }
-
-        synchronized String drain(String name) {
-            if (n == 0) {
-                return "";
-            }
-            long[] s = java.util.Arrays.copyOf(ns, n);
-            n = 0;
-            java.util.Arrays.sort(s);
-            return " " + name + "_n=" + s.length + " " + name + "_p50_us=" + s[(int) (s.length * 0.50)] / 1000 + " " + name
-                    + "_p99_us=" + s[(int) (s.length * 0.99)] / 1000 + " " + name + "_p999_us=" + s[(int) (s.length * 0.999)] / 1000;
-        }
     }
 
     /** Times the gateway per {@code /bench} request (with {@code bench.time=true}). */
@@ -78,7 +47,7 @@ public class BenchGateway {
                     return chain.filter(exchange);
                 }
                 long t0 = System.nanoTime();
-                return chain.filter(exchange).doFinally(s -> GATEWAY_TIME.add(System.nanoTime() - t0));
+                return chain.filter(exchange).doFinally(s -> BenchStats.REQUEST_TIME.add(System.nanoTime() - t0));
             }
 
             @Override
@@ -89,39 +58,16 @@ public class BenchGateway {
         return new Timed();
     }
 
-    /** Arrival times (ms) of the requests the upstream served. */
-    static final List<Long> SERVED = new ArrayList<>();
-
     @Bean(destroyMethod = "")
     HttpServer upstream(dev.rl.RateLimiter limiter) throws IOException {
         HttpServer s = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 1024);
         s.createContext("/bench", ex -> {
-            long now = System.currentTimeMillis();
-            synchronized (SERVED) {
-                SERVED.add(now);
-            }
+            BenchStats.served(System.currentTimeMillis());
             reply(ex, "ok");
         });
         s.createContext("/__stats", ex -> {
             long window = Long.parseLong(ex.getRequestURI().getQuery().replace("window=", ""));
-            List<Long> t;
-            synchronized (SERVED) {
-                t = new ArrayList<>(SERVED);
-                SERVED.clear();
-            }
-            t.sort(null);
-            int most = 0;
-            for (int a = 0, b = 0; b < t.size(); b++) {
-                while (t.get(b) - t.get(a) >= window) {
-                    a++;
-                }
-                most = Math.max(most, b - a + 1);
-            }
-            // How rl decided so far (a decision not from a lease made a Redis round trip).
-            dev.rl.Stats st = limiter.stats();
-            reply(ex, "served=" + t.size() + " most_in_window=" + most + " rl_normal=" + st.decisionsNormal()
-                    + " rl_lease=" + st.decisionsLease() + " leases_taken=" + st.leasesTaken() + " lease_refunds="
-                    + st.leaseRefunds() + LIMITER_TIME.drain("limiter") + GATEWAY_TIME.drain("gateway") + "\n");
+            reply(ex, BenchStats.report(window, limiter));
         });
         s.setExecutor(Executors.newFixedThreadPool(4));
         s.start();
@@ -183,7 +129,7 @@ public class BenchGateway {
         @Override
         public reactor.core.publisher.Mono<Response> isAllowed(String routeId, String id) {
             long t0 = System.nanoTime();
-            return inner.isAllowed(routeId, id).doOnNext(r -> LIMITER_TIME.add(System.nanoTime() - t0));
+            return inner.isAllowed(routeId, id).doOnNext(r -> BenchStats.LIMITER_TIME.add(System.nanoTime() - t0));
         }
 
         @Override

@@ -1,6 +1,7 @@
 package dev.rl.bench.servlet;
 
 import dev.rl.RateLimiter;
+import dev.rl.bench.BenchStats;
 import dev.rl.servlet.RateLimitFilter;
 import jakarta.servlet.DispatcherType;
 import jakarta.servlet.Filter;
@@ -8,11 +9,8 @@ import jakarta.servlet.http.HttpServlet;
 import jakarta.servlet.http.HttpServletRequest;
 import jakarta.servlet.http.HttpServletResponse;
 import java.io.IOException;
-import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.EnumSet;
 import java.util.HashMap;
-import java.util.List;
 import java.util.Map;
 import org.eclipse.jetty.ee10.servlet.FilterHolder;
 import org.eclipse.jetty.ee10.servlet.ServletContextHandler;
@@ -27,43 +25,14 @@ import org.eclipse.jetty.server.ServerConnector;
  * script's {@code rl-leases} and {@code rl-memory} are {@code rl} with {@code --leases=on} or
  * {@code --url=memory://}). {@code /__stats?window=MS} reports what was served, the most in any
  * window (by the servlet's arrival times), rl's decision counts and, with {@code --time=true},
- * the filter's and the request's P50/P99/P99.9 in µs, in the format of the gateway bench
- * ({@code BenchGateway}), then forgets them. Arguments are {@code --name=value}.
+ * the filter's and the request's P50/P99/P99.9 in µs ({@link BenchStats}, shared with the
+ * gateway bench), then forgets them. Arguments are {@code --name=value}.
  */
 public final class BenchServlet {
     private BenchServlet() {}
 
-    /** Durations in ns, kept to be sorted when reported. */
-    static final class Timings {
-        private long[] ns = new long[1 << 16];
-        private int n;
-
-        synchronized void add(long d) {
-            if (n == ns.length) {
-                ns = Arrays.copyOf(ns, n * 2);
-            }
-            ns[n++] = d;
-        }
-
-        synchronized String drain(String name) {
-            if (n == 0) {
-                return "";
-            }
-            long[] s = Arrays.copyOf(ns, n);
-            n = 0;
-            Arrays.sort(s);
-            return " " + name + "_n=" + s.length + " " + name + "_p50_us=" + s[(int) (s.length * 0.50)] / 1000 + " " + name
-                    + "_p99_us=" + s[(int) (s.length * 0.99)] / 1000 + " " + name + "_p999_us=" + s[(int) (s.length * 0.999)] / 1000;
-        }
-    }
-
-    /** From just before rl's filter to the servlet: what the filter adds before the app runs. */
-    static final Timings LIMITER_TIME = new Timings();
-    /** The whole filter chain, servlet included. */
-    static final Timings REQUEST_TIME = new Timings();
+    /** The request attribute holding when the timing filter saw the request (ns). */
     static final String T0 = "bench.t0";
-    /** Arrival times (ms) of the requests the servlet served. */
-    static final List<Long> SERVED = new ArrayList<>();
 
     public static void main(String[] argv) throws Exception {
         Map<String, String> a = new HashMap<>();
@@ -99,7 +68,7 @@ public final class BenchServlet {
                 try {
                     chain.doFilter(request, response);
                 } finally {
-                    REQUEST_TIME.add(System.nanoTime() - t0);
+                    BenchStats.REQUEST_TIME.add(System.nanoTime() - t0);
                 }
             };
             ctx.addFilter(new FilterHolder(timed), "/bench/*", req);
@@ -112,12 +81,11 @@ public final class BenchServlet {
             @Override
             protected void doGet(HttpServletRequest r, HttpServletResponse res) throws IOException {
                 long now = System.currentTimeMillis();
+                // From just before rl's filter to here: what the filter adds before the app runs.
                 if (r.getAttribute(T0) instanceof Long t0) {
-                    LIMITER_TIME.add(System.nanoTime() - t0);
+                    BenchStats.LIMITER_TIME.add(System.nanoTime() - t0);
                 }
-                synchronized (SERVED) {
-                    SERVED.add(now);
-                }
+                BenchStats.served(now);
                 res.setContentType("text/plain");
                 res.getWriter().write("ok");
             }
@@ -125,29 +93,8 @@ public final class BenchServlet {
         ctx.addServlet(new ServletHolder(new HttpServlet() {
             @Override
             protected void doGet(HttpServletRequest r, HttpServletResponse res) throws IOException {
-                long window = Long.parseLong(r.getParameter("window"));
-                List<Long> t;
-                synchronized (SERVED) {
-                    t = new ArrayList<>(SERVED);
-                    SERVED.clear();
-                }
-                t.sort(null);
-                int most = 0;
-                for (int i = 0, j = 0; j < t.size(); j++) {
-                    while (t.get(j) - t.get(i) >= window) {
-                        i++;
-                    }
-                    most = Math.max(most, j - i + 1);
-                }
-                String rl = " rl_normal=0 rl_lease=0 leases_taken=0 lease_refunds=0";
-                if (limiter != null) {
-                    dev.rl.Stats st = limiter.stats();
-                    rl = " rl_normal=" + st.decisionsNormal() + " rl_lease=" + st.decisionsLease() + " leases_taken="
-                            + st.leasesTaken() + " lease_refunds=" + st.leaseRefunds();
-                }
                 res.setContentType("text/plain");
-                res.getWriter().write("served=" + t.size() + " most_in_window=" + most + rl
-                        + LIMITER_TIME.drain("limiter") + REQUEST_TIME.drain("gateway") + "\n");
+                res.getWriter().write(BenchStats.report(Long.parseLong(r.getParameter("window")), limiter));
             }
         }), "/__stats");
         server.setHandler(ctx);
