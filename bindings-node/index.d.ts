@@ -60,11 +60,10 @@ export declare class NativeLimiter {
    */
   acquirePolicies(policies: NativePolicies, key: string | Buffer, cost: number, group?: string | Buffer | undefined | null): Promise<{ decision: object, headers: string[], body?: string }>
   /**
-   * `acquirePolicies` for the middleware: the same call, but a request decided at once (from a
-   * lease, the denial cache, the memory backend) gets `{ decision, headers, body }` itself,
-   * not a promise; one that waits on Redis, or fails, gets a promise.
+   * The function the middleware calls per request (see `decider`): `(key, cost, group)`
+   * with `policies`, on this limiter.
    */
-  acquirePoliciesNow(policies: NativePolicies, key: string | Buffer, cost: number, group?: string | Buffer | undefined | null): { decision: object, headers: string[], body?: string } | Promise<{ decision: object, headers: string[], body?: string }>
+  decider(policies: NativePolicies): (key: string | Buffer, cost: number, group?: string | Buffer) => string | Promise<{ decision: object, headers: string[], body?: string }>
 }
 
 /** A policy string or a list of policies, with a header style: what a middleware limits by. */

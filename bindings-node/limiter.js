@@ -5,7 +5,7 @@
 // option table; number shapes, ranges and every other rule are checked in Rust.
 
 const { NativeLimiter, NativePolicies, modes, parsePolicies: nativeParsePolicies, renderHeaders: nativeRenderHeaders, problemBody: nativeProblemBody } = require('./index.js')
-const { decideNow } = require('./internal.js')
+const { decider } = require('./internal.js')
 
 /** Errors that a call on a valid limiter can end with (backend, clock skew, closed). */
 class LimiterError extends Error {
@@ -139,17 +139,40 @@ const SCRATCH = new Float64Array(5 + 7 * 64)
  * SCRATCH; called by the native layer for every settled composite call.
  */
 function makeComposite(pairs, body, n0, v0, n1, v1, n2, v2, n3, v3, n4, v4, n5, v5) {
+  const decision = compositeFromScratch()
+  if (pairs < 0) return decision
+  const headers = [n0, v0, n1, v1, n2, v2, n3, v3, n4, v4, n5, v5]
+  headers.length = 2 * pairs
+  return body === undefined ? { decision, headers } : { decision, headers, body }
+}
+
+/** The CompositeDecision whose numbers the native layer just wrote into SCRATCH. */
+function compositeFromScratch() {
   const s = SCRATCH
   const count = s[4]
   const decisions = new Array(count)
   for (let i = 0, o = 5; i < count; i++, o += 7) {
     decisions[i] = { allowed: s[o] === 1, remaining: s[o + 1], used: s[o + 2], retryAfterMs: s[o + 3], resetAfterMs: s[o + 4], mode: MODES[s[o + 5]], nowMs: s[o + 6] }
   }
-  const decision = { allowed: s[0] === 1, retryAfterMs: s[1], mode: MODES[s[2]], nowMs: s[3], decisions }
-  if (pairs < 0) return decision
-  const headers = [n0, v0, n1, v1, n2, v2, n3, v3, n4, v4, n5, v5]
-  headers.length = 2 * pairs
-  return body === undefined ? { decision, headers } : { decision, headers, body }
+  return { allowed: s[0] === 1, retryAfterMs: s[1], mode: MODES[s[2]], nowMs: s[3], decisions }
+}
+
+/**
+ * A decider's result decided at once: the decision from SCRATCH, followed there by the number
+ * of header fields; `text` holds each field's name and value, each ended by a line break, then
+ * the body of a denial (see the native layer's `responded_text`).
+ */
+function respondedFromScratch(text) {
+  const decision = compositeFromScratch()
+  const fields = 2 * SCRATCH[5 + 7 * SCRATCH[4]]
+  const headers = new Array(fields)
+  let at = 0
+  for (let i = 0; i < fields; i++) {
+    const end = text.indexOf('\n', at)
+    headers[i] = text.slice(at, end)
+    at = end + 1
+  }
+  return at < text.length ? { decision, headers, body: text.slice(at) } : { decision, headers }
 }
 
 function describe(value) {
@@ -427,16 +450,22 @@ class Limiter {
   }
 
   /**
-   * For rl-limiter/express and rl-limiter/fastify (internal): `acquirePolicies(policies, key,
-   * { cost, group })`, except that a request decided at once (a lease, the denial cache, the
-   * memory backend) gets `{ decision, headers, body }` itself, not a promise, and bad arguments
-   * throw instead of rejecting. A request that waits on Redis, or fails, gets a promise.
+   * For rl-limiter/express and rl-limiter/fastify (internal): the function a request calls,
+   * `(key, cost, group)`, for `acquirePolicies(policies, key, { cost, group })`, except that a
+   * request decided at once (a lease, the denial cache, the memory backend) gets `{ decision,
+   * headers, body }` itself, not a promise, and bad arguments throw instead of rejecting. A
+   * request that waits on Redis, or fails, gets a promise. Made once per middleware: the native
+   * function carries the limiter and the policies, so a request pays for neither.
    */
-  [decideNow](policies, key, cost, group) {
+  [decider](policies) {
     if (!(policies instanceof NativePolicies)) {
       throw new InvalidArgumentTypeError('policies', `must be the result of preparePolicies(). Received ${describe(policies)}`)
     }
-    return this.#native.acquirePoliciesNow(policies, keyArg(key), number(cost, 'options.cost'), group === undefined ? undefined : groupArg(group))
+    const decide = this.#native.decider(policies)
+    return function decidePolicies(key, cost, group) {
+      const r = decide(keyArg(key), number(cost, 'options.cost'), group === undefined ? undefined : groupArg(group))
+      return typeof r === 'string' ? respondedFromScratch(r) : r
+    }
   }
 
   /**

@@ -6,7 +6,7 @@
 // results to the framework.
 
 const { parsePolicies, preparePolicies, PROBLEM_CONTENT_TYPE, InvalidArgumentError, InvalidArgumentTypeError } = require('./limiter.js')
-const { decideNow } = require('./internal.js')
+const { decider } = require('./internal.js')
 
 function socketAddress(req) {
   const socket = req.socket ?? (req.raw && req.raw.socket)
@@ -97,9 +97,9 @@ function configure(options) {
   if (typeof prefix !== 'string') throw new InvalidArgumentTypeError('options.prefix', 'must be a string')
   // rl's Limiter decides a request in place when it can (see check); another object with an
   // acquirePolicies method (a wrapper) is called through that.
-  const decide = typeof limiter[decideNow] === 'function'
-    ? (p, key, cost, group) => limiter[decideNow](p, key, cost, group)
-    : (p, key, cost, group) => limiter.acquirePolicies(p, key, group === undefined ? { cost } : { cost, group })
+  const decide = typeof limiter[decider] === 'function'
+    ? limiter[decider](prepared)
+    : (key, cost, group) => limiter.acquirePolicies(prepared, key, group === undefined ? { cost } : { cost, group })
   return {
     limiter,
     decide,
@@ -166,7 +166,7 @@ function decide(cfg, req) {
 function take(cfg, req, key, cost) {
   key = typeof key === 'string' ? cfg.prefix + key : key
   const group = typeof cfg.group === 'function' ? cfg.group(req) : cfg.group
-  return cfg.decide(cfg.prepared, key, cost === undefined ? 1 : cost, group)
+  return cfg.decide(key, cost === undefined ? 1 : cost, group)
 }
 
 /**

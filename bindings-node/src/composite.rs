@@ -130,40 +130,10 @@ impl Factories {
                 format!("cannot build a CompositeDecision: {what}"),
             ))
         };
-        let need = 5 + 7 * c.decisions.len();
-        if self.scratch.len < need {
-            return fail("too many rules for the scratch array");
-        }
         if response.is_some_and(|r| r.headers.len() > MAX_PAIRS) {
             return fail("too many header fields");
         }
-        let mode = |m: rl_core::Mode| {
-            Mode::ALL
-                .iter()
-                .position(|x| *x == m)
-                .map_or(-1.0, |i| i as f64)
-        };
-        // SAFETY: the scratch array's memory, `len` doubles (checked above), on the JavaScript
-        // thread (see `Scratch`); nothing else runs until `makeComposite` has read it.
-        let s = unsafe { std::slice::from_raw_parts_mut(self.scratch.ptr, need) };
-        s[..5].copy_from_slice(&[
-            f64::from(u8::from(c.allowed)),
-            c.retry_after_ms as f64,
-            mode(c.mode),
-            c.now_ms as f64,
-            c.decisions.len() as f64,
-        ]);
-        for (d, out) in c.decisions.iter().zip(s[5..].chunks_exact_mut(7)) {
-            out.copy_from_slice(&[
-                f64::from(u8::from(d.allowed)),
-                d.remaining as f64,
-                d.used as f64,
-                d.retry_after_ms as f64,
-                d.reset_after_ms as f64,
-                mode(d.mode),
-                d.now_ms as f64,
-            ]);
-        }
+        self.write_scratch(c, &[])?;
         let f = self.make_composite.borrow_back(env)?.raw();
         let mut args = [ptr::null_mut(); 2 + 2 * MAX_PAIRS];
         let mut recv = ptr::null_mut();
@@ -203,3 +173,92 @@ impl Factories {
 /// Most header fields one response has (`both`: two IETF, three legacy, and Retry-After);
 /// `makeComposite` takes as many name/value pairs.
 const MAX_PAIRS: usize = 6;
+
+impl Factories {
+    /// Writes `c`'s numbers into the scratch array (see `make_composite`), then `extra`.
+    pub(crate) fn write_scratch(&self, c: &CompositeDecision, extra: &[f64]) -> Result<()> {
+        let need = 5 + 7 * c.decisions.len() + extra.len();
+        if self.scratch.len < need {
+            return Err(Error::new(
+                Status::GenericFailure,
+                "cannot build a CompositeDecision: too many rules for the scratch array",
+            ));
+        }
+        let mode = |m: rl_core::Mode| {
+            Mode::ALL
+                .iter()
+                .position(|x| *x == m)
+                .map_or(-1.0, |i| i as f64)
+        };
+        // SAFETY: the scratch array's memory, `len` doubles (checked above), on the JavaScript
+        // thread (see `Scratch`); nothing else runs until JavaScript has read it.
+        let s = unsafe { std::slice::from_raw_parts_mut(self.scratch.ptr, need) };
+        s[..5].copy_from_slice(&[
+            f64::from(u8::from(c.allowed)),
+            c.retry_after_ms as f64,
+            mode(c.mode),
+            c.now_ms as f64,
+            c.decisions.len() as f64,
+        ]);
+        for (d, out) in c.decisions.iter().zip(s[5..].chunks_exact_mut(7)) {
+            out.copy_from_slice(&[
+                f64::from(u8::from(d.allowed)),
+                d.remaining as f64,
+                d.used as f64,
+                d.retry_after_ms as f64,
+                d.reset_after_ms as f64,
+                mode(d.mode),
+                d.now_ms as f64,
+            ]);
+        }
+        s[5 + 7 * c.decisions.len()..].copy_from_slice(extra);
+        Ok(())
+    }
+
+    /// A decider's result decided at once (see `decider`): the numbers of `c` in the scratch
+    /// array followed by the number of header fields, and one string: each field's name and
+    /// value, each ended by `\n` (the core renders neither with a line break), then the body of
+    /// a denial. `limiter.js` (`respondedFromScratch`) reads the two back.
+    pub(crate) fn responded_text(
+        &self,
+        env: &Env,
+        c: &CompositeDecision,
+        r: &Response,
+    ) -> Result<sys::napi_value> {
+        self.write_scratch(c, &[r.headers.len() as f64])?;
+        let size = r
+            .headers
+            .iter()
+            .map(|(n, v)| n.len() + v.len() + 2)
+            .sum::<usize>()
+            + r.body.as_ref().map_or(0, |b| b.len());
+        let mut text = String::with_capacity(size);
+        for (name, value) in &r.headers {
+            debug_assert!(!name.contains('\n') && !value.contains('\n'));
+            text.push_str(name);
+            text.push('\n');
+            text.push_str(value);
+            text.push('\n');
+        }
+        if let Some(body) = &r.body {
+            text.push_str(body);
+        }
+        let mut out = ptr::null_mut();
+        let status = unsafe {
+            sys::napi_create_string_utf8(
+                env.raw(),
+                text.as_ptr().cast(),
+                text.len() as isize,
+                &mut out,
+            )
+        };
+        if status == sys::Status::napi_ok {
+            Ok(out)
+        } else {
+            Err(Error::new(
+                Status::GenericFailure,
+                "cannot build the response's text",
+            ))
+        }
+    }
+}

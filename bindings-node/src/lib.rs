@@ -21,6 +21,7 @@
 mod bridge;
 mod composite;
 mod convert;
+mod decider;
 mod errors;
 mod limiter;
 mod options;

@@ -3,7 +3,7 @@
 
 use std::future::Future;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use napi::bindgen_prelude::*;
 use napi::sys;
@@ -11,18 +11,32 @@ use napi_derive::napi;
 use rl_core::runtime::{run_or_spawn, Started};
 use rl_core::unwind::{test_panic, CatchUnwind, TestPanic};
 
-use crate::bridge::{new_promise, settle, value_of, Deferred, Notifier, Notify, Outcome, Queue};
+use crate::bridge::{new_promise, settle, Deferred, Notifier, Notify, Outcome, Queue};
 use crate::convert::{self, key_bytes, whole};
 use crate::errors::{ErrorArgs, Factories, Scratch, PANIC_CODE};
 use crate::options;
 
+/// What starts a call: the core, and the way back to the JavaScript thread.
+#[derive(Clone)]
+pub(crate) struct Caller {
+    core: rl_core::Limiter,
+    notifier: Arc<Notifier>,
+}
+
+/// A limiter's `Caller` while it is open (`None` after `close()`), shared by the limiter and the
+/// middleware's deciders (see `decider`), so that closing the one closes them all.
+pub(crate) type Open = Arc<Mutex<Option<Caller>>>;
+
+fn caller_of(open: &Open) -> Option<Caller> {
+    open.lock().unwrap_or_else(|p| p.into_inner()).clone()
+}
+
 /// The native limiter behind `Limiter` in `limiter.js`. Not meant to be used directly.
 #[napi]
 pub struct NativeLimiter {
-    core: Option<rl_core::Limiter>,
+    open: Open,
     instance_id: Option<String>,
     queue: Arc<Queue>,
-    notifier: Option<Arc<Notifier>>,
 }
 
 #[napi]
@@ -93,26 +107,29 @@ impl NativeLimiter {
                 Ok(())
             })?;
         queue.tsfn.store(tsfn.raw(), Ordering::Relaxed);
-        Ok(NativeLimiter {
-            core: Some(core),
-            instance_id,
+        let notifier = Arc::new(Notifier {
             queue: queue.clone(),
-            notifier: Some(Arc::new(Notifier { queue, tsfn })),
+            tsfn,
+        });
+        Ok(NativeLimiter {
+            open: Arc::new(Mutex::new(Some(Caller { core, notifier }))),
+            instance_id,
+            queue,
         })
     }
 
     /// `"redis"` or `"memory"`; `"closed"` after `close()`.
     #[napi(getter, catch_unwind)]
     pub fn backend(&self) -> String {
-        match &self.core {
-            Some(c) => c.backend().to_string(),
+        match caller_of(&self.open) {
+            Some(c) => c.core.backend().to_string(),
             None => "closed".into(),
         }
     }
 
     #[napi(getter, catch_unwind)]
     pub fn closed(&self) -> bool {
-        self.core.is_none()
+        caller_of(&self.open).is_none()
     }
 
     /// This limiter's id in the fleet's heartbeats in Redis; null for the memory backend. Kept
@@ -130,9 +147,8 @@ impl NativeLimiter {
     )]
     pub fn stats(&self, env: Env) -> Result<Option<Unknown<'static>>> {
         self.queue.factories.guard(&env, || {
-            self.core
-                .as_ref()
-                .map(|c| convert::stats(&env, &c.stats()))
+            caller_of(&self.open)
+                .map(|c| convert::stats(&env, &c.core.stats()))
                 .transpose()
         })
     }
@@ -234,14 +250,16 @@ impl NativeLimiter {
     pub fn close(&mut self, env: Env) -> Result<Unknown<'static>> {
         let queue = self.queue.clone();
         queue.factories.guard(&env, || {
-            if self.core.is_some() {
+            if caller_of(&self.open).is_some() {
                 // Counted in flight like any call, so the close promise waits for it.
                 self.run(&env, |core| async move {
                     let _ = core.close().await;
                     Ok(Outcome::Done)
                 })?;
             }
-            self.core = None;
+            // Tasks in flight keep their own `Caller`; the threadsafe function is released with
+            // the last.
+            *self.open.lock().unwrap_or_else(|p| p.into_inner()) = None;
             let (deferred, promise) = new_promise(&env)?;
             if queue.pending.load(Ordering::Relaxed) == 0 {
                 settle(&env, &queue.factories, deferred, Outcome::Done);
@@ -252,15 +270,17 @@ impl NativeLimiter {
                     .unwrap_or_else(|p| p.into_inner())
                     .push(deferred);
             }
-            // Tasks in flight keep their own clone; the threadsafe function is released with the
-            // last.
-            self.notifier = None;
             Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), promise) })
         })
     }
 
     pub(crate) fn factories(&self) -> &Factories {
         &self.queue.factories
+    }
+
+    /// This limiter's `Caller` while open and its queue, for a decider (see `decider`).
+    pub(crate) fn shared(&self) -> (Open, Arc<Queue>) {
+        (self.open.clone(), self.queue.clone())
     }
 
     /// Starts a call: decided at once if it can be (memory backend, argument error), else it goes
@@ -271,92 +291,99 @@ impl NativeLimiter {
         F: FnOnce(rl_core::Limiter) -> Fut,
         Fut: Future<Output = rl_core::Result<Outcome>> + Send + 'static,
     {
-        self.start(env, call, false)
+        start(env, &self.open, &self.queue, call, None)
     }
+}
 
-    /// Like [`NativeLimiter::run`], except that a call decided at once with a result (not an
-    /// error) gives that result itself, with no promise: what a middleware's request needs when
-    /// a lease or the memory backend decides, saving the promise, its settling and a microtask
-    /// turn. A call that waits, or fails, still gives a promise.
-    pub(crate) fn run_now<F, Fut>(&self, env: &Env, call: F) -> Result<Unknown<'static>>
-    where
-        F: FnOnce(rl_core::Limiter) -> Fut,
-        Fut: Future<Output = rl_core::Result<Outcome>> + Send + 'static,
-    {
-        self.start(env, call, true)
-    }
+/// The JavaScript value of a call decided at once with a result (see [`start`]).
+pub(crate) type Ready<'a> = &'a dyn Fn(&Env, &Outcome) -> Result<sys::napi_value>;
 
-    fn start<F, Fut>(&self, env: &Env, call: F, now: bool) -> Result<Unknown<'static>>
-    where
-        F: FnOnce(rl_core::Limiter) -> Fut,
-        Fut: Future<Output = rl_core::Result<Outcome>> + Send + 'static,
-    {
-        let factories = &self.queue.factories;
-        let (Some(core), Some(notifier)) = (&self.core, &self.notifier) else {
-            let (deferred, promise) = new_promise(env)?;
-            let e = factories.closed_error(env)?;
-            unsafe { sys::napi_reject_deferred(env.raw(), deferred.0, e) };
-            return Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), promise) });
-        };
-        // The promise is made up front, unless `now` (then only if the call waits): one of the
-        // two holders of its deferred settles it, never both.
-        let mut made = if now { None } else { Some(new_promise(env)?) };
-        let raw = made.as_ref().map(|(d, _)| d.0);
-        let mut failed_promise = None;
-        let started = run_or_spawn(CatchUnwind::new(call(core.clone())), || {
-            let raw = match raw {
-                Some(raw) => Some(raw),
-                None => match new_promise(env) {
-                    Ok((d, p)) => {
-                        let raw = d.0;
-                        made = Some((d, p));
-                        Some(raw)
-                    }
-                    Err(e) => {
-                        failed_promise = Some(e);
-                        None
-                    }
-                },
-            };
-            if raw.is_some() {
-                self.queue.started(env);
-            }
-            let (notifier, deferred) = (notifier.clone(), raw.map(Deferred));
-            move |r| {
-                if let Some(deferred) = deferred {
-                    notifier.complete(deferred, outcome(r))
+/// Starts a call on `open`'s limiter (see [`NativeLimiter::run`]). With `ready`, a call decided
+/// at once with a result (not an error) gives `ready`'s value for it, with no promise: what a
+/// middleware's request needs when a lease or the memory backend decides, saving the promise,
+/// its settling and a microtask turn. A call that waits, or fails, still gives a promise.
+pub(crate) fn start<F, Fut>(
+    env: &Env,
+    open: &Open,
+    queue: &Queue,
+    call: F,
+    ready: Option<Ready<'_>>,
+) -> Result<Unknown<'static>>
+where
+    F: FnOnce(rl_core::Limiter) -> Fut,
+    Fut: Future<Output = rl_core::Result<Outcome>> + Send + 'static,
+{
+    let factories = &queue.factories;
+    let Some(Caller { core, notifier }) = caller_of(open) else {
+        let (deferred, promise) = new_promise(env)?;
+        let e = factories.closed_error(env)?;
+        unsafe { sys::napi_reject_deferred(env.raw(), deferred.0, e) };
+        return Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), promise) });
+    };
+    // The promise is made up front, unless `ready` (then only if the call waits): one of the
+    // two holders of its deferred settles it, never both.
+    let mut made = if ready.is_some() {
+        None
+    } else {
+        Some(new_promise(env)?)
+    };
+    let raw = made.as_ref().map(|(d, _)| d.0);
+    let mut failed_promise = None;
+    let started = run_or_spawn(CatchUnwind::new(call(core)), || {
+        let raw = match raw {
+            Some(raw) => Some(raw),
+            None => match new_promise(env) {
+                Ok((d, p)) => {
+                    let raw = d.0;
+                    made = Some((d, p));
+                    Some(raw)
                 }
-            }
-        });
-        if let Some(e) = failed_promise {
-            return Err(e);
-        }
-        let promise = |made: Option<(Deferred, sys::napi_value)>| -> Result<_> {
-            let (deferred, promise) = match made {
-                Some(m) => m,
-                None => new_promise(env)?,
-            };
-            Ok((deferred, unsafe {
-                Unknown::from_raw_unchecked(env.raw(), promise)
-            }))
+                Err(e) => {
+                    failed_promise = Some(e);
+                    None
+                }
+            },
         };
-        match started {
-            Ok(Started::Ready(r)) => {
-                let out = outcome(r);
-                if now && !matches!(out, Outcome::Failed(_) | Outcome::Panicked(_)) {
-                    let v = value_of(env, factories, &out)?;
+        if raw.is_some() {
+            queue.started(env);
+        }
+        let deferred = raw.map(Deferred);
+        move |r| {
+            if let Some(deferred) = deferred {
+                notifier.complete(deferred, outcome(r))
+            }
+        }
+    });
+    if let Some(e) = failed_promise {
+        return Err(e);
+    }
+    let promise = |made: Option<(Deferred, sys::napi_value)>| -> Result<_> {
+        let (deferred, promise) = match made {
+            Some(m) => m,
+            None => new_promise(env)?,
+        };
+        Ok((deferred, unsafe {
+            Unknown::from_raw_unchecked(env.raw(), promise)
+        }))
+    };
+    match started {
+        Ok(Started::Ready(r)) => {
+            let out = outcome(r);
+            if let Some(ready) = ready {
+                if !matches!(out, Outcome::Failed(_) | Outcome::Panicked(_)) {
+                    let v = ready(env, &out)?;
                     return Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), v) });
                 }
-                let (deferred, p) = promise(made)?;
-                settle(env, factories, deferred, out);
-                Ok(p)
             }
-            Ok(Started::Spawned) => Ok(promise(made)?.1),
-            Err(e) => {
-                let (deferred, p) = promise(made)?;
-                settle(env, factories, deferred, Outcome::Failed(e));
-                Ok(p)
-            }
+            let (deferred, p) = promise(made)?;
+            settle(env, factories, deferred, out);
+            Ok(p)
+        }
+        Ok(Started::Spawned) => Ok(promise(made)?.1),
+        Err(e) => {
+            let (deferred, p) = promise(made)?;
+            settle(env, factories, deferred, Outcome::Failed(e));
+            Ok(p)
         }
     }
 }

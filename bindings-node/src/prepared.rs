@@ -88,57 +88,49 @@ impl NativeLimiter {
         cost: f64,
         group: Option<Either<String, BufferSlice>>,
     ) -> Result<Unknown<'static>> {
-        self.policies_call(&env, policies, key, cost, group, false)
-    }
-
-    /// `acquirePolicies` for the middleware: the same call, but a request decided at once (from a
-    /// lease, the denial cache, the memory backend) gets `{ decision, headers, body }` itself,
-    /// not a promise; one that waits on Redis, or fails, gets a promise.
-    #[napi(
-        catch_unwind,
-        ts_return_type = "{ decision: object, headers: string[], body?: string } | Promise<{ decision: object, headers: string[], body?: string }>"
-    )]
-    pub fn acquire_policies_now(
-        &self,
-        env: Env,
-        policies: &NativePolicies,
-        key: Either<String, BufferSlice>,
-        cost: f64,
-        group: Option<Either<String, BufferSlice>>,
-    ) -> Result<Unknown<'static>> {
-        self.policies_call(&env, policies, key, cost, group, true)
-    }
-
-    fn policies_call(
-        &self,
-        env: &Env,
-        policies: &NativePolicies,
-        key: Either<String, BufferSlice>,
-        cost: f64,
-        group: Option<Either<String, BufferSlice>>,
-        now: bool,
-    ) -> Result<Unknown<'static>> {
-        self.factories().guard(env, || {
+        self.factories().guard(&env, || {
             let key = key_bytes(key);
             test_panic(TestPanic::Caller, &key);
-            let cost = whole("cost", cost);
-            let prepared = policies.prepared.clone();
-            let group = group.map(key_bytes);
-            let call = move |core: rl_core::Limiter| async move {
-                let rules = prepared.rules(&key, cost?);
-                let r = core.acquire_all(&rules, group.as_deref()).await;
-                test_panic(TestPanic::Future, &key);
-                let c = r?;
-                let response = prepared.respond(&c)?;
-                Ok(Outcome::Responded(c, response))
-            };
-            if now {
-                self.run_now(env, call)
-            } else {
-                self.run(env, call)
-            }
+            let (prepared, cost, group) = (
+                policies.prepared.clone(),
+                whole("cost", cost),
+                group.map(key_bytes),
+            );
+            self.run(&env, move |core| {
+                policies_call(core, prepared, key, cost, group)
+            })
         })
     }
+
+    /// The function the middleware calls per request (see `decider`): `(key, cost, group)`
+    /// with `policies`, on this limiter.
+    #[napi(
+        catch_unwind,
+        ts_return_type = "(key: string | Buffer, cost: number, group?: string | Buffer) => string | Promise<{ decision: object, headers: string[], body?: string }>"
+    )]
+    pub fn decider(&self, env: Env, policies: &NativePolicies) -> Result<Unknown<'static>> {
+        self.factories().guard(&env, || {
+            let (open, queue) = self.shared();
+            crate::decider::create(&env, open, queue, policies.prepared.clone())
+        })
+    }
+}
+
+/// The call `acquirePolicies` (and a decider) makes: one rule per policy on `key`, decided at
+/// once, and the core's response for the decision. (`test_panic(Caller)` is the caller's.)
+pub(crate) async fn policies_call(
+    core: rl_core::Limiter,
+    prepared: Arc<Prepared>,
+    key: Vec<u8>,
+    cost: rl_core::Result<u64>,
+    group: Option<Vec<u8>>,
+) -> rl_core::Result<Outcome> {
+    let rules = prepared.rules(&key, cost?);
+    let r = core.acquire_all(&rules, group.as_deref()).await;
+    test_panic(TestPanic::Future, &key);
+    let c = r?;
+    let response = prepared.respond(&c)?;
+    Ok(Outcome::Responded(c, response))
 }
 
 impl Factories {

@@ -71,3 +71,13 @@ test('a panic in a task on the runtime rejects its promise, and the process exit
   for (const x of r.results.slice(0, 3)) assertPanicError(x, 'rejected')
   assert.equal(r.results[3].after, true, 'the limiter still works')
 })
+
+test('a panic in the middleware\'s decider throws (its native half) or rejects (its future)', async () => {
+  const r = await run('decider')
+  assertExited(r)
+  assert.deepEqual(r.results.map((x) => x.method), ['caller', 'future-memory', 'future-redis', 'after'])
+  assertPanicError(r.results[0], 'threw')
+  assertPanicError(r.results[1], 'rejected')
+  assertPanicError(r.results[2], 'rejected')
+  assert.equal(r.results[3].after, true, 'both limiters still work')
+})

@@ -9,7 +9,7 @@ import internal from '../internal.js'
 import { REDIS_URL, uniqueKey } from './helpers.mjs'
 
 // Not part of the API (package.json's exports leave internal.js out): the middleware's method.
-const { decideNow } = internal
+const { decider } = internal
 
 const pairs = (flat) => flat.reduce((out, v, i) => (i % 2 ? out[out.length - 1].push(v) : out.push([v]), out), [])
 
@@ -62,38 +62,50 @@ describe('the middleware\'s in-place call', () => {
   test('memory: the result itself, the same as acquirePolicies gives', async () => {
     const limiter = new Limiter()
     const prepared = preparePolicies('2/m', 'both')
-    const now = limiter[decideNow](prepared, 'a', 1, undefined)
+    const decide = limiter[decider](prepared)
+    const now = decide('a', 1, undefined)
     assert.equal(isPromise(now), false)
     const later = await limiter.acquirePolicies(prepared, 'b')
     assert.deepEqual(Object.keys(now).sort(), Object.keys(later).sort())
     assert.deepEqual(now.headers, later.headers)
-    assert.equal(now.decision.allowed, true)
-    limiter[decideNow](prepared, 'a', 1, undefined)
-    const denied = limiter[decideNow](prepared, 'a', 1, undefined)
+    assert.deepEqual({ ...now.decision, nowMs: 0, decisions: now.decision.decisions.map((d) => ({ ...d, nowMs: 0 })) }, { ...later.decision, nowMs: 0, decisions: later.decision.decisions.map((d) => ({ ...d, nowMs: 0 })) })
+    decide('a', 1, undefined)
+    const denied = decide('a', 1, undefined)
     assert.equal(denied.decision.allowed, false)
+    assert.deepEqual(pairs(denied.headers), renderHeaders(prepared.list, denied.decision, 'both'))
+    assert.equal(denied.body, problemBody(prepared.list, denied.decision))
     assert.deepEqual(JSON.parse(denied.body)['violated-policies'], ['2/1m'])
+    // A key longer than the native side's first read, a Buffer key and a group are whole.
+    const long = 'k'.repeat(300) + 'é'.repeat(200)
+    assert.equal(decide(long, 2, undefined).decision.allowed, true)
+    assert.equal(decide(long, 1, undefined).decision.allowed, false)
+    assert.equal(decide('k'.repeat(300) + 'é'.repeat(199) + 'e', 2, undefined).decision.allowed, true, 'a key that differs only at its end is another key')
+    assert.equal(decide(Buffer.from(long), 1, undefined).decision.allowed, false, 'a Buffer with the same bytes is the same key')
+    assert.equal(decide(long, 1, 'g').decision.allowed, true, 'another group is another window')
     // Bad input throws at once, typed and named; a closed limiter rejects.
-    assert.throws(() => limiter[decideNow](prepared, 42, 1, undefined), (e) => e instanceof InvalidArgumentTypeError && e.argument === 'key')
-    assert.throws(() => limiter[decideNow](prepared, 'a', 'x', undefined), (e) => e instanceof InvalidArgumentTypeError && e.argument === 'options.cost')
-    assert.throws(() => limiter[decideNow]('2/m', 'a', 1, undefined), (e) => e instanceof InvalidArgumentTypeError && e.argument === 'policies')
-    await assert.rejects(limiter[decideNow](prepared, 'a', 1.5, undefined), (e) => e instanceof InvalidArgumentError && e.argument === 'options.cost')
+    assert.throws(() => decide(42, 1, undefined), (e) => e instanceof InvalidArgumentTypeError && e.argument === 'key')
+    assert.throws(() => decide('a', 'x', undefined), (e) => e instanceof InvalidArgumentTypeError && e.argument === 'options.cost')
+    assert.throws(() => limiter[decider]('2/m'), (e) => e instanceof InvalidArgumentTypeError && e.argument === 'policies')
+    await assert.rejects(decide('a', 1.5, undefined), (e) => e instanceof InvalidArgumentError && e.argument === 'options.cost')
     await limiter.close()
-    await assert.rejects(limiter[decideNow](prepared, 'a', 1, undefined), (e) => e instanceof LimiterClosedError)
+    await assert.rejects(decide('a', 1, undefined), (e) => e instanceof LimiterClosedError)
+    await assert.rejects(limiter[decider](prepared)('a', 1, undefined), (e) => e instanceof LimiterClosedError, 'a decider made after close')
   })
 
   test('Redis: a promise for a script call, the value itself for a lease decision', async () => {
     const plain = new Limiter(REDIS_URL)
     const prepared = preparePolicies('1000/m')
-    const p = plain[decideNow](prepared, uniqueKey('now-plain'), 1, undefined)
+    const p = plain[decider](prepared)(uniqueKey('now-plain'), 1, undefined)
     assert.equal(isPromise(p), true)
     assert.equal((await p).decision.mode, 'normal')
     await plain.close()
     const leasing = new Limiter(REDIS_URL, { leases: 'on' })
     const key = uniqueKey('now-lease')
-    const first = leasing[decideNow](prepared, key, 1, undefined)
+    const decide = leasing[decider](prepared)
+    const first = decide(key, 1, undefined)
     assert.equal(isPromise(first), true, 'the first call takes the lease from Redis')
     assert.equal((await first).decision.mode, 'lease')
-    const next = leasing[decideNow](prepared, key, 1, undefined)
+    const next = decide(key, 1, undefined)
     assert.equal(isPromise(next), false, 'a decision from the lease is made in place')
     assert.equal(next.decision.mode, 'lease')
     await leasing.close()

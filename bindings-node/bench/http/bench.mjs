@@ -15,8 +15,14 @@
 //    each framework's app without a limiter runs twice per round (the "again" row, an A/A
 //    control): the gap between the two is the noise floor any "added to the app's P99" is to be
 //    read against.
-// BENCH_BASELINE=<dir>: also runs the rl middleware from another checkout's bindings-node (its
-// JavaScript, with this build's addon), to compare a change side by side in one run.
+// BENCH_TIME=1: each app also times, per request, the limiter's step and the whole request
+// inside the app (app.mjs), reported as P50/P99 µs beside the moderate phase's rows.
+// BENCH_VARIANTS may name `stub` (a control, moderate phase only: fixed RateLimit fields, no
+// limiter) and `rl-memory`.
+// BENCH_BASELINE=<dir>: also runs the rl middleware from another bindings-node directory (its
+// JavaScript and the addon built there: e.g. `git archive` of the last commit with a copy of
+// that commit's built addon), with and without leases, to compare a change side by side in one
+// run.
 import { execFileSync, spawn } from 'node:child_process'
 import { once } from 'node:events'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
@@ -53,16 +59,19 @@ const runs = [
   ['express', 'none', 'Express, no limiter, again (A/A control)', 'moderate'],
   ['express', 'rl', 'Express + rl-limiter/express'],
   ['express', 'rl-leases', 'Express + rl-limiter/express, leases=on'],
-  ...(BASELINE ? [['express', 'rl-baseline', 'Express + rl-limiter/express (baseline)']] : []),
+  ...(BASELINE ? [['express', 'rl-baseline', 'Express + rl-limiter/express (baseline)'], ['express', 'rl-baseline-leases', 'Express + rl-limiter/express, leases=on (baseline)']] : []),
   ['express', 'peer', 'Express + express-rate-limit/rate-limit-redis (ioredis)'],
   ['fastify', 'none', 'Fastify, no limiter'],
   ['fastify', 'none', 'Fastify, no limiter, again (A/A control)', 'moderate'],
   ['fastify', 'rl', 'Fastify + rl-limiter/fastify'],
   ['fastify', 'rl-leases', 'Fastify + rl-limiter/fastify, leases=on'],
-  ...(BASELINE ? [['fastify', 'rl-baseline', 'Fastify + rl-limiter/fastify (baseline)']] : []),
+  ...(BASELINE ? [['fastify', 'rl-baseline', 'Fastify + rl-limiter/fastify (baseline)'], ['fastify', 'rl-baseline-leases', 'Fastify + rl-limiter/fastify, leases=on (baseline)']] : []),
   ['fastify', 'peer', 'Fastify + @fastify/rate-limit (ioredis)'],
+  ...(VARIANTS?.includes('stub') ? [['express', 'stub', 'Express + two fixed fields, no limiter (control)', 'moderate'], ['fastify', 'stub', 'Fastify + two fixed fields, no limiter (control)', 'moderate']] : []),
   ...(VARIANTS?.includes('rl-memory') ? [['express', 'rl-memory', 'Express + rl-limiter/express, memory://'], ['fastify', 'rl-memory', 'Fastify + rl-limiter/fastify, memory://']] : []),
-].filter(([framework, variant]) => FRAMEWORKS.includes(framework) && (!VARIANTS || VARIANTS.includes(variant)))
+]
+  .filter(([framework, variant]) => FRAMEWORKS.includes(framework) && (!VARIANTS || VARIANTS.includes(variant)))
+  .sort((a, b) => FRAMEWORKS.indexOf(a[0]) - FRAMEWORKS.indexOf(b[0]))
 
 const redis = (...args) => execFileSync('redis-cli', ['-h', '127.0.0.1', '-p', PORT, ...args], { encoding: 'utf8' }).trim()
 function commandCalls() {
@@ -142,9 +151,9 @@ async function moderate([framework, variant, label], round, index) {
   try {
     const attack = (seconds) => execFileSync(VEGETA, ['attack', `-rate=${RATE}/s`, `-duration=${seconds}s`, '-keepalive=true'], { input: `GET ${url}\n`, maxBuffer: 1 << 30, env: { ...process.env, GOGC: 'off' } })
     if (WARMUP_SECONDS > 0) attack(WARMUP_SECONDS)
-    const before = await (await fetch(`${url}__served`)).json()
+    const before = await (await fetch(`${url}__served?timings=1`)).json()
     const results = attack(MODERATE_SECONDS)
-    const after = await (await fetch(`${url}__served`)).json()
+    const after = await (await fetch(`${url}__served?timings=1`)).json()
     const file = join(resultsDir, `${index}-${framework}-${variant}-${round}.bin`)
     writeFileSync(file, results)
     const report = JSON.parse(execFileSync(VEGETA, ['report', '-type=json', file], { encoding: 'utf8', maxBuffer: 1 << 30 }))
@@ -162,6 +171,7 @@ async function moderate([framework, variant, label], round, index) {
       other: report.requests - (codes['200'] ?? 0),
       // rl: decisions during the run that made a Redis round trip (not from a lease).
       roundTrips: after.decided ? after.decided.normal - before.decided.normal : null,
+      timings: after.timings,
     }
   } finally {
     await stop()
@@ -200,15 +210,23 @@ if (PHASES.includes('moderate')) {
       medianP99: median(s.map((r) => r.p99)),
       p99s: s.map((r) => r.p99.toFixed(2)).join(' / '),
       roundTrips: s[0].roundTrips === null ? null : s.reduce((n, r) => n + r.roundTrips, 0),
+      step: s[0].timings ? s.flatMap((r) => r.timings.step) : null,
+      request: s[0].timings ? s.flatMap((r) => r.timings.request) : null,
     }
   })
   console.log(`\nModerate load: one key, vegeta at a fixed ${RATE} req/s (open loop; half the limit of ${LIMIT} per ${WINDOW_MS} ms, so all admitted), ${ROUNDS} rounds of ${MODERATE_SECONDS}s per app taken in turns, after ${WARMUP_SECONDS}s of the same load not measured; P50/P99 of all rounds' requests together; load average after: ${load()}\n`)
-  console.log('| app | requests | 200 | other | P50 ms | P99 ms | added to the app\'s P99 | P99 per round (median) | rl: decided by Redis (not a lease) |')
-  console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|')
+  const timed = rows.some((r) => r.step)
+  const quantiles = (xs) => {
+    const t = [...xs].sort((a, b) => a - b)
+    return `${t[Math.floor(t.length * 0.5)]} / ${t[Math.min(t.length - 1, Math.floor(t.length * 0.99))]}`
+  }
+  console.log(`| app | requests | 200 | other | P50 ms | P99 ms | added to the app's P99 | P99 per round (median) | rl: decided by Redis (not a lease) |${timed ? ' limiter step P50 / P99 µs | in-app request P50 / P99 µs |' : ''}`)
+  console.log(`|---|---:|---:|---:|---:|---:|---:|---:|---:|${timed ? '---|---|' : ''}`)
   for (const r of rows) {
     const base = rows.find((b) => b.framework === r.framework && b.variant === 'none')
     const added = r === base || !base ? '' : `${r.p99 >= base.p99 ? '+' : ''}${(((r.p99 - base.p99) / base.p99) * 100).toFixed(0)}%`
     const trips = r.roundTrips === null ? '' : `${r.roundTrips} (${((r.roundTrips / r.requests) * 100).toFixed(1)}%)`
-    console.log(`| ${r.label} | ${r.requests} | ${r.ok} | ${r.other} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} | ${added} | ${r.p99s} (${r.medianP99.toFixed(2)}) | ${trips} |`)
+    const times = timed ? ` ${r.step ? quantiles(r.step) : ''} | ${r.request ? quantiles(r.request) : ''} |` : ''
+    console.log(`| ${r.label} | ${r.requests} | ${r.ok} | ${r.other} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} | ${added} | ${r.p99s} (${r.medianP99.toFixed(2)}) | ${trips} |${times}`)
   }
 }
