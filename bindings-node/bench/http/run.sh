@@ -9,7 +9,9 @@
 #
 #   bash bindings-node/bench/http/run.sh    (env: BENCH_SECONDS=10 BENCH_CONNECTIONS=64 LIMIT=1000
 #     WINDOW_MS=1000 BENCH_RATE=LIMIT/2 per second BENCH_MODERATE_SECONDS=5 BENCH_ROUNDS=6
-#     BENCH_WARMUP_SECONDS=15 BENCH_PHASES=over,moderate BENCH_FRAMEWORKS=express,fastify BENCH_BASELINE=<bindings-node dir>)
+#     BENCH_WARMUP_SECONDS=15 BENCH_PHASES=over,moderate BENCH_FRAMEWORKS=express,fastify
+#     BENCH_VARIANTS=none,rl,rl-leases,peer[,stub,rl-memory] BENCH_TIME=1 (time the limiter's step
+#     and the request inside the app) BENCH_BASELINE=<bindings-node dir>: see bench.mjs)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 node_dir="$(cd "$here/../.." && pwd)"
