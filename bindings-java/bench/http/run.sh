@@ -36,6 +36,8 @@
 #
 #   bash bindings-java/bench/http/run.sh            (env: APP=scg SECONDS_PER_RUN=10 CONNS=32 LIMIT=500 WINDOW_MS=1000 MODES="none rl rl-leases redis" RATE=LIMIT/2 per s ROUNDS=6 WARMUP_SECONDS=3*SECONDS_PER_RUN MODERATE_WARMUP_ROUNDS=3 PHASES="over moderate" TIME=0)
 #   APP=servlet bash bindings-java/bench/http/run.sh   (MODES="none rl rl-leases" by default)
+#   JAVA_OPTS="..." adds JVM flags to every app (e.g. for perf: -XX:+PreserveFramePointer
+#   -XX:+UnlockDiagnosticVMOptions -XX:+DumpPerfMapAtExit, then `perf record -g -p <pid>`).
 #
 # Builds and installs dev.rl:rl-java (release native library) and dev.rl:rl-spring-cloud-gateway
 # (or dev.rl:rl-servlet) first, and loads the release library from the cargo target dir (rl.native.path), whatever jar a
@@ -126,7 +128,8 @@ start_gateway() {  # way
   if [ "$app" = servlet ]; then
     local leases=off
     [ "$mode" = rl-leases ] && { mode=rl; leases=on; }
-    java -Xms512m -Xmx512m -Drl.native.path="$target/release/librl_java.so" -cp "$cp" dev.rl.bench.servlet.BenchServlet \
+    # shellcheck disable=SC2086 # JAVA_OPTS: several flags
+    java -Xms512m -Xmx512m ${JAVA_OPTS:-} -Drl.native.path="$target/release/librl_java.so" -cp "$cp" dev.rl.bench.servlet.BenchServlet \
       --port="$port" --mode="$mode" --url="$url" --limit="$limit" --window-ms="$window" --prefix="bench-$way:" \
       --leases="$leases" --time="$([ "$time_it" = 1 ] && echo true || echo false)" >"$results/$way.log" 2>&1 &
     gw_pids[$way]=$!
@@ -134,7 +137,8 @@ start_gateway() {  # way
     gw_port[$way]="$port"
     return
   fi
-  java -Xms512m -Xmx512m -Dsun.net.httpserver.nodelay=true -Drl.native.path="$target/release/librl_java.so" -cp "$cp" dev.rl.bench.http.BenchGateway \
+  # shellcheck disable=SC2086 # JAVA_OPTS: several flags
+  java -Xms512m -Xmx512m ${JAVA_OPTS:-} -Dsun.net.httpserver.nodelay=true -Drl.native.path="$target/release/librl_java.so" -cp "$cp" dev.rl.bench.http.BenchGateway \
     --server.port="$port" --server.address=127.0.0.1 --bench.mode="$mode" --bench.limit="$limit" \
     --bench.window-ms="$window" --rl.url="$url" "--rl.options.key_prefix=bench-$way:" \
     "--rl.routes.bench.policies=$limit per ${window}ms" \
