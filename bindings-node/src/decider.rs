@@ -197,6 +197,7 @@ fn bytes(
     name: &'static str,
 ) -> Result<Vec<u8>> {
     let raw = env.raw();
+    let not_bytes = || refused(env, factories, name, "must be a string or a Buffer");
     if value_type(env, v)? == sys::ValueType::napi_string {
         let mut buf = [0u8; 256];
         let mut len = 0usize;
@@ -204,15 +205,11 @@ fn bytes(
             sys::napi_get_value_string_utf8(raw, v, buf.as_mut_ptr().cast(), buf.len(), &mut len)
         };
         if status != sys::Status::napi_ok {
-            return Err(refused(
-                env,
-                factories,
-                name,
-                "must be a string or a Buffer",
-            ));
+            return Err(not_bytes());
         }
-        // Shorter than the buffer less its NUL: the whole string.
-        if len < buf.len() - 1 {
+        // napi writes whole characters only (up to 4 bytes of UTF-8 each) and leaves room for a
+        // NUL: a string cut short filled at least `buf.len() - 4` bytes. Fewer: it is whole.
+        if len + 4 < buf.len() {
             return Ok(buf[..len].to_vec());
         }
         let mut total = 0usize;
@@ -228,12 +225,7 @@ fn bytes(
     let mut len = 0usize;
     let status = unsafe { sys::napi_get_buffer_info(raw, v, &mut data, &mut len) };
     if status != sys::Status::napi_ok {
-        return Err(refused(
-            env,
-            factories,
-            name,
-            "must be a string or a Buffer",
-        ));
+        return Err(not_bytes());
     }
     if len == 0 {
         return Ok(Vec::new());

@@ -82,6 +82,15 @@ describe('the middleware\'s in-place call', () => {
     assert.equal(decide('k'.repeat(300) + 'é'.repeat(199) + 'e', 2, undefined).decision.allowed, true, 'a key that differs only at its end is another key')
     assert.equal(decide(Buffer.from(long), 1, undefined).decision.allowed, false, 'a Buffer with the same bytes is the same key')
     assert.equal(decide(long, 1, 'g').decision.allowed, true, 'another group is another window')
+    // Keys whose last character (2, 3 or 4 bytes of UTF-8) crosses the end of that first read.
+    for (let pad = 244; pad <= 256; pad++) {
+      for (const [a, b] of [['é', 'è'], ['€', '₤'], ['😀', '😁']]) {
+        const k = `${pad}:` + 'k'.repeat(pad)
+        assert.equal(decide(k + a, 2, undefined).decision.allowed, true)
+        assert.equal(decide(k + b, 2, undefined).decision.allowed, true, `${pad} + ${b}: a key that differs only in its last character is another window`)
+        assert.equal(decide(Buffer.from(k + a), 1, undefined).decision.allowed, false, `${pad} + ${a}: read whole, the same key as its Buffer`)
+      }
+    }
     // Bad input throws at once, typed and named; a closed limiter rejects.
     assert.throws(() => decide(42, 1, undefined), (e) => e instanceof InvalidArgumentTypeError && e.argument === 'key')
     assert.throws(() => decide('a', 'x', undefined), (e) => e instanceof InvalidArgumentTypeError && e.argument === 'options.cost')
