@@ -4,6 +4,8 @@
 #   none   no limiter;
 #   allow  SCG's RequestRateLimiter filter with a limiter that allows everything at once (what the
 #          filter itself costs; not in the default MODES);
+#   allow-fields  the same, answering with two fixed RateLimit fields shaped like rl's (what the
+#          fields cost in the gateway; not in the default MODES);
 #   rl     rl's RlRateLimiter (dev.rl:rl-spring-cloud-gateway): LIMIT per WINDOW_MS, exact;
 #   rl-leases  the same with `rl.options.leases: on` (decisions from exact leases, few Redis calls);
 #   rl-memory  rl on its in-process backend (memory://): the middleware's own cost, no Redis (not in

@@ -106,8 +106,12 @@ public class BenchGateway {
                         case "redis" -> redis;
                         // SCG's RequestRateLimiter filter with a limiter that allows everything at
                         // once: what the filter itself costs, whichever limiter it asks.
-                        case "allow" -> new AllowAll();
-                        default -> throw new IllegalArgumentException("bench.mode is " + mode + "; use none, allow, rl, rl-leases or redis");
+                        case "allow" -> new AllowAll(java.util.Map.of());
+                        // The same with two fixed fields shaped like rl's: what the fields cost.
+                        case "allow-fields" -> new AllowAll(java.util.Map.of(
+                                "RateLimit-Policy", "\"bench\";q=" + limit + ";w=" + Math.max(1, windowMs / 1000),
+                                "RateLimit", "\"bench\";r=" + (limit - 1) + ";t=1"));
+                        default -> throw new IllegalArgumentException("bench.mode is " + mode + "; use none, allow, allow-fields, rl, rl-leases or redis");
                     };
                     if (limiter != null) {
                         var used = time ? new TimedLimiter<>(limiter) : limiter;
@@ -148,14 +152,17 @@ public class BenchGateway {
         }
     }
 
-    /** Allows every request at once, no headers. */
+    /** Allows every request at once, with the given fields (none for {@code allow}). */
     static final class AllowAll implements org.springframework.cloud.gateway.filter.ratelimit.RateLimiter<Object> {
-        private static final reactor.core.publisher.Mono<Response> ALLOWED =
-                reactor.core.publisher.Mono.just(new Response(true, java.util.Map.of()));
+        private final reactor.core.publisher.Mono<Response> allowed;
+
+        AllowAll(java.util.Map<String, String> fields) {
+            allowed = reactor.core.publisher.Mono.just(new Response(true, fields));
+        }
 
         @Override
         public reactor.core.publisher.Mono<Response> isAllowed(String routeId, String id) {
-            return ALLOWED;
+            return allowed;
         }
 
         @Override
