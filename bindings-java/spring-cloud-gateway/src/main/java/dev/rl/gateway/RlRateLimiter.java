@@ -1,15 +1,18 @@
 package dev.rl.gateway;
 
 import dev.rl.Policy;
+import dev.rl.PolicyResponse;
 import dev.rl.PreparedPolicies;
 import dev.rl.RateLimitHeaders;
 import dev.rl.RateLimiter;
 import java.util.LinkedHashMap;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import org.springframework.cloud.gateway.filter.ratelimit.AbstractRateLimiter;
 import org.springframework.cloud.gateway.support.ConfigurationService;
 import reactor.core.publisher.Mono;
+import reactor.util.context.ContextView;
 
 /**
  * rl as a Spring Cloud Gateway {@code RateLimiter}, for the {@code RequestRateLimiter} filter
@@ -93,29 +96,39 @@ public class RlRateLimiter extends AbstractRateLimiter<RlRateLimiter.Config> {
         } catch (RuntimeException e) {
             return Mono.error(e);
         }
-        // One native call decides every policy and renders the fields (and a denial's body).
-        return Mono.deferContextual(ctx -> EventLoopCompletion.onCallersLoop(
-                        limiter.acquirePoliciesAsync(route.policies, key, route.cost, null))
-                .map(r -> {
-                    Map<String, String> headers = new LinkedHashMap<>();
-                    for (Map.Entry<String, String> h : r.headers()) {
-                        headers.put(h.getKey(), h.getValue());
+        // One native call decides every policy and renders the fields (and a denial's body). A
+        // decision made at once (a lease, the denial cache, memory: most of a hot route's) is
+        // answered as a plain value, with no future to adapt and no operator to run.
+        return Mono.deferContextual(ctx -> {
+                    CompletableFuture<PolicyResponse> asked =
+                            limiter.acquirePoliciesAsync(route.policies, key, route.cost, null);
+                    if (asked.isDone() && !asked.isCompletedExceptionally()) {
+                        return Mono.just(response(asked.join(), ctx));
                     }
-                    boolean allowed = r.decision().allowed();
-                    if (!allowed) {
-                        ctx.<RlProblemBodyFilter.Slot>getOrEmpty(RlProblemBodyFilter.Slot.class).ifPresent(slot -> {
-                            slot.contentType = RateLimitHeaders.PROBLEM_CONTENT_TYPE;
-                            slot.body = r.problemBody();
-                        });
-                    }
-                    return new Response(allowed, headers);
-                }))
+                    return EventLoopCompletion.onCallersLoop(asked).map(r -> response(r, ctx));
+                })
                 .onErrorResume(e -> {
                     boolean open = properties.isFailOpen();
                     LOG.log(System.Logger.Level.WARNING, "rl: the limiter failed on route " + routeId + "; request "
                             + (open ? "passes (fail-open)" : "denied (fail-closed)"), e);
                     return Mono.just(new Response(open, Map.of()));
                 });
+    }
+
+    /** The filter's answer: the core's fields, and a denial's problem body for {@link RlProblemBodyFilter}. */
+    private static Response response(PolicyResponse r, ContextView ctx) {
+        Map<String, String> headers = new LinkedHashMap<>();
+        for (Map.Entry<String, String> h : r.headers()) {
+            headers.put(h.getKey(), h.getValue());
+        }
+        boolean allowed = r.decision().allowed();
+        if (!allowed) {
+            ctx.<RlProblemBodyFilter.Slot>getOrEmpty(RlProblemBodyFilter.Slot.class).ifPresent(slot -> {
+                slot.contentType = RateLimitHeaders.PROBLEM_CONTENT_TYPE;
+                slot.body = r.problemBody();
+            });
+        }
+        return new Response(allowed, headers);
     }
 
     private Route route(String routeId) {
