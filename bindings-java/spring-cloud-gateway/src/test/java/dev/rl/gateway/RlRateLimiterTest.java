@@ -168,6 +168,16 @@ class RlRateLimiterTest {
         assertTrue(header(denied, "Content-Type").startsWith("application/problem+json"), header(denied, "Content-Type"));
         assertTrue(denied.body().contains("\"violated-policies\":[\"burst\"]"), denied.body());
         assertTrue(denied.body().contains("\"status\":429"), denied.body());
+        // Another denial, decided at once by the denial cache (no Redis call, so no future to wait
+        // on: RlRateLimiter answers it as a plain value): the same 429, fields and problem body.
+        long cachedBefore = limiter.stats().denialsCached();
+        HttpResponse<String> again = get(url("/denied/d"));
+        assertEquals(cachedBefore + 1, limiter.stats().denialsCached(), "decided from the denial cache");
+        assertEquals(429, again.statusCode());
+        assertTrue(Long.parseLong(header(again, "Retry-After")) >= 1, header(again, "Retry-After"));
+        assertEquals(0L, StructuredFields.parseList(header(again, "RateLimit")).get(0).params().get("r"));
+        assertTrue(header(again, "Content-Type").startsWith("application/problem+json"), header(again, "Content-Type"));
+        assertTrue(again.body().contains("\"violated-policies\":[\"burst\"]"), again.body());
         assertEquals(2, UPSTREAM.count("/denied/"), "the upstream served only the admitted requests");
     }
 
