@@ -31,6 +31,7 @@ public class RlGatewayAutoConfiguration {
     @ConditionalOnMissingBean(RlRateLimiter.class)
     public RlRateLimiter rlRateLimiter(RateLimiter rlLimiter, RlProperties properties,
             ConfigurationService configurationService) {
+        ReactorNettyCheck.warnIfAffected(ReactorNettyCheck.runningVersion());
         return new RlRateLimiter(rlLimiter, properties, configurationService);
     }
 

@@ -80,9 +80,13 @@ class RlRateLimiterTest {
         route(r, 1, "denied");
         route(r, 2, "args", "rl-rate-limiter.policies", "perargs: 2/m");
         route(r, 3, "load");
+        route(r, 4, "kadeny");
+        route(r, 5, "kaok");
         r.add("rl.routes.headers-" + RUN + ".policies", () -> "burst: 5/s; hourly: 100/h");
         r.add("rl.routes.denied-" + RUN + ".policies", () -> "burst: 2/m");
         r.add("rl.routes.load-" + RUN + ".policies", () -> "25 per 5s");
+        r.add("rl.routes.kadeny-" + RUN + ".policies", () -> "1 per 1m");
+        r.add("rl.routes.kaok-" + RUN + ".policies", () -> "1000000/s");
         r.add("rl.policies", () -> "1000/m");
         // Any limiter option, spelled as application.yml spells it.
         r.add("rl.options.key-prefix", () -> "gw-" + RUN + ":");
@@ -233,5 +237,51 @@ class RlRateLimiterTest {
         long served = UPSTREAM.count("/load/");
         assertEquals(ok, served, "the upstream served exactly the admitted requests");
         assertEquals(limit, served, "exactly the limit is admitted in the window, no more");
+    }
+
+    @Test
+    void keepAliveClientsGetAnAnswerToEveryRequestOnADeniedAndAnAdmittedRoute() throws Exception {
+        // Reused HTTP/1.1 connections, each client asking again as soon as it has its answer:
+        // denials decided at once (the denial cache) beside admitted requests that are proxied.
+        // Reactor Netty before 1.3.8 left about one such request in 40,000 unread until the client
+        // gave up (reactor/reactor-netty#4361; see ReactorNettyCheck): every request here must
+        // get its answer within the client's 10 s timeout. The ~10,000 requests of this test
+        // catch that bug only now and then; the version check first catches it always.
+        String netty = ReactorNettyCheck.runningVersion();
+        assertTrue(netty != null && !ReactorNettyCheck.affected(netty),
+                "the gateway under test runs a Reactor Netty with the fix: " + netty);
+        ExecutorService pool = Executors.newFixedThreadPool(8);
+        long end = System.nanoTime() + Duration.ofSeconds(8).toNanos();
+        List<Future<long[]>> futures = new ArrayList<>();
+        for (int t = 0; t < 8; t++) {
+            String path = t % 2 == 0 ? "/kadeny/x" : "/kaok/x";
+            futures.add(pool.submit(() -> {
+                long ok = 0;
+                long no = 0;
+                while (System.nanoTime() < end) {
+                    int s = get(url(path)).statusCode();
+                    if (s == 200) {
+                        ok++;
+                    } else if (s == 429) {
+                        no++;
+                    } else {
+                        throw new AssertionError("status " + s + " on " + path);
+                    }
+                }
+                return new long[] {ok, no};
+            }));
+        }
+        long ok = 0;
+        long no = 0;
+        for (Future<long[]> f : futures) {
+            long[] r = f.get(); // an unanswered request fails here with the client's HttpTimeoutException
+            ok += r[0];
+            no += r[1];
+        }
+        pool.shutdown();
+        System.out.println("keep-alive: " + ok + " admitted and " + no + " denied requests, every one answered");
+        assertTrue(no > 100 && ok > 100, "both routes were loaded: " + ok + " admitted, " + no + " denied");
+        assertEquals(1, UPSTREAM.count("/kadeny/"), "1 per minute: one admitted on the denied route");
+        assertEquals(ok, UPSTREAM.count("/kaok/") + 1, "the upstream served exactly the admitted requests");
     }
 }
