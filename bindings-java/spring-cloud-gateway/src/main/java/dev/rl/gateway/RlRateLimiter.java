@@ -98,7 +98,9 @@ public class RlRateLimiter extends AbstractRateLimiter<RlRateLimiter.Config> {
         }
         // One native call decides every policy and renders the fields (and a denial's body). A
         // decision made at once (a lease, the denial cache, memory: most of a hot route's) is
-        // answered as a plain value, with no future to adapt and no operator to run.
+        // answered as a plain value: no future to adapt, no hop back to the event loop. Such an
+        // answer completes the filter synchronously, which Reactor Netty before 1.3.8 could
+        // mishandle on a reused connection (see ReactorNettyCheck).
         return Mono.deferContextual(ctx -> {
                     CompletableFuture<PolicyResponse> asked =
                             limiter.acquirePoliciesAsync(route.policies, key, route.cost, null);
