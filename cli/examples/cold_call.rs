@@ -3,11 +3,14 @@
 //! costs when the caches are cold, which a closed loop cannot show (it keeps them warm). A
 //! 16 MB sweep between decisions pushes the core's code and data out of the CPU caches.
 //!
-//!   cargo run --release -p rl-cli --example cold_call -- [URL] [SWEEP_MB] [GAP_US] [N]
+//!   cargo run --release -p rl-cli --example cold_call -- [URL] [SWEEP_MB] [GAP_US] [N] [blocking|async]
 //!
 //! URL `memory://` (the default) or a Redis URL, which decides from leases (`leases=on`, one key,
 //! 500/s); SWEEP_MB 0; GAP_US 4000 (250 decisions/s); N 5000, the first fifth unmeasured. Prints
 //! P50 / P99 / P99.9 per step, the decisions' modes, and the decisions slower than 60 µs.
+//! `async` decides as the bindings' async calls do (the async limiter's future polled once in
+//! place by `runtime::run_or_spawn`, boxed), rather than by the blocking facade, and prints the
+//! future's size.
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -28,6 +31,7 @@ fn main() {
     let sweep_mb: usize = arg(2, 0);
     let gap = Duration::from_micros(arg(3, 4000));
     let n: usize = arg(4, 5000);
+    let via_spawn = arg::<String>(5, "blocking".into()) == "async";
     let mut options = Options::default();
     if url != "memory://" {
         options.set_text("leases=on").expect("leases=on");
@@ -47,7 +51,26 @@ fn main() {
         let t0 = Instant::now();
         let rules = prepared.rules(b"client-1", 1);
         let t1 = Instant::now();
-        let c = limiter.acquire_all(&rules, None).expect("decide");
+        let c = if via_spawn {
+            let a = limiter.as_async().clone();
+            let fut = async move { a.acquire_all(&rules, None).await };
+            if i == 0 {
+                println!("future size {}", std::mem::size_of_val(&fut));
+            }
+            let (tx, rx) = std::sync::mpsc::channel();
+            let started = rl_core::runtime::run_or_spawn(fut, move || {
+                move |c| {
+                    let _ = tx.send(c);
+                }
+            });
+            match started.expect("start") {
+                rl_core::runtime::Started::Ready(c) => c,
+                rl_core::runtime::Started::Spawned => rx.recv().expect("the spawned decision"),
+            }
+            .expect("decide")
+        } else {
+            limiter.acquire_all(&rules, None).expect("decide")
+        };
         let t2 = Instant::now();
         let r = prepared.respond(&c).expect("respond");
         let t3 = Instant::now();
