@@ -8,6 +8,8 @@
 #          fields cost in the gateway; not in the default MODES);
 #   rl     rl's RlRateLimiter (dev.rl:rl-spring-cloud-gateway): LIMIT per WINDOW_MS, exact;
 #   rl-leases  the same with `rl.options.leases: on` (decisions from exact leases, few Redis calls);
+#   rl-leases-MS  the same with `rl.options.lease-ms: MS` (not in the default MODES): how the
+#          leases' background Redis calls (a renewal and a refund per lease) weigh on the gateway;
 #   rl-memory  rl on its in-process backend (memory://): the middleware's own cost, no Redis (not in
 #          the default MODES);
 #   redis  SCG's RedisRateLimiter (token bucket: replenish LIMIT per second-equivalent, burst LIMIT).
@@ -126,6 +128,10 @@ start_gateway() {  # way
   local way="$1" mode="${1%-again}" port extra=() url="$RL_TEST_REDIS_URL"
   port="$(free_port)"
   [ "$mode" = rl-leases ] && extra=(--rl.options.leases=on)
+  if [[ "$mode" =~ ^rl-leases-([0-9]+)$ ]]; then
+    extra=(--rl.options.leases=on "--rl.options.lease-ms=${BASH_REMATCH[1]}ms")
+    mode=rl-leases
+  fi
   if [ "$mode" = rl-memory ]; then mode=rl; url=memory://; fi
   if [ "$app" = servlet ]; then
     local leases=off
@@ -260,7 +266,7 @@ print(r["requests"], "%.2f" % (l["50th"]/1e6), "%.2f" % (l["99th"]/1e6), r["stat
     mp99[$way]="$m99"
     mmed[$way]="$(median $(tr / ' ' <<<"$mall"))"
     mtrips="-"
-    case "$way" in rl | rl-leases) mtrips=$(( $(field rl_normal "${mstats[$way]}") - ${normal0[$way]} )) ;; esac
+    case "$way" in rl | rl-leases | rl-leases-*) mtrips=$(( $(field rl_normal "${mstats[$way]}") - ${normal0[$way]} )) ;; esac
     mcr="$(awk -v c="${mcmds[$way]}" -v n="$mreq" 'BEGIN {printf "%.3f", c/n}')"
     mrows+=("$way $mreq $m50 $m99 $mok $(field served "${mstats[$way]}") $mcr $mall $mtrips")
   done
