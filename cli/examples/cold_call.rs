@@ -31,7 +31,11 @@ fn main() {
     let sweep_mb: usize = arg(2, 0);
     let gap = Duration::from_micros(arg(3, 4000));
     let n: usize = arg(4, 5000);
-    let via_spawn = arg::<String>(5, "blocking".into()) == "async";
+    let via_spawn = match arg::<String>(5, "blocking".into()).as_str() {
+        "blocking" => false,
+        "async" => true,
+        other => panic!("argument 5 is {other:?}; use blocking or async"),
+    };
     let mut options = Options::default();
     if url != "memory://" {
         options.set_text("leases=on").expect("leases=on");
