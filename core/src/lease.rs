@@ -361,6 +361,13 @@ impl Table {
         (Some(r.seq), displaced)
     }
 
+    /// Whether this instance still holds lease `seq` of `key` (its refund timer is live).
+    pub(crate) fn holds(&self, key: &[u8], seq: u64) -> bool {
+        self.lock()
+            .get(key)
+            .is_some_and(|h| h.lease.is_some_and(|a| a.seq == seq))
+    }
+
     /// Counts a lease returned by a call that succeeded.
     pub(crate) fn returned(&self, r: &Renewal) {
         if r.old_seq != 0 {

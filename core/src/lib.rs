@@ -33,6 +33,7 @@ mod keyed;
 mod keys;
 mod lag;
 mod lease;
+mod lease_worker;
 mod ledger;
 mod limiter;
 pub mod metrics;

@@ -24,6 +24,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::fork::ForkLocal;
 use crate::health::{Health, Streak, Thresholds};
 use crate::lease::{Leases, Renewal, Step, Table};
+use crate::lease_worker::{Job, Worker};
 use crate::ledger::Ledger;
 use crate::options::Options;
 use crate::primaries::{epoch_in, Primaries};
@@ -88,6 +89,8 @@ pub(crate) struct Instance {
     outstanding: Mutex<Option<u32>>,
     /// This instance's leases (`lease.rs`); a forked child starts without any.
     leases: Table,
+    /// Their background work, on standalone Redis over plain TCP (`lease_worker.rs`).
+    lease_worker: Arc<Worker>,
     /// Connections dropped for a possibly moved primary whose successor `settle` has checked.
     settled: AtomicU64,
     /// One `settle` at a time: the others wait for its answer.
@@ -98,6 +101,7 @@ impl Instance {
     fn new(t: Thresholds, local_max_keys: usize, leases: (Leases, u64, u64)) -> Self {
         Instance {
             leases: Table::new(leases.0, leases.1, leases.2),
+            lease_worker: Arc::default(),
             id: instance_id(),
             health: Health::new(t),
             ledger: Ledger::new(local_max_keys),
@@ -603,35 +607,97 @@ impl RedisPath {
 
     /// Takes the next lease of a hot key in the background (`Step::LeaseAhead`), while the
     /// current one keeps granting; the current one is returned once the new one is in.
-    fn renew_ahead(self: &Arc<Self>, redis_key: &[u8], rule: (u64, u64), r: Renewal) {
-        let Ok(rt) = tokio::runtime::Handle::try_current().or_else(|_| crate::runtime::handle())
-        else {
-            self.leases.abandon(redis_key);
-            return;
+    fn renew_ahead(self: &Arc<Self>, redis_key: &[u8], rule: (u64, u64), renewal: Renewal) {
+        let job = Job::Ahead {
+            key: redis_key.to_vec(),
+            rule,
+            renewal,
         };
-        let (p, key) = (self.clone(), redis_key.to_vec());
-        // Boxed: the task's type would otherwise nest inside the lease call's own future.
-        let task: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> =
-            Box::pin(async move {
-                p.lease_call(&key, rule, &r).await;
-            });
-        rt.spawn(task);
+        self.start_lease_job(job);
     }
 
     /// Returns a lease that no longer grants (a renewal ahead displaced it), in the background.
-    fn refund_now(self: &Arc<Self>, redis_key: &[u8], r: Renewal) {
+    fn refund_now(self: &Arc<Self>, redis_key: &[u8], renewal: Renewal) {
+        let job = Job::Refund {
+            key: redis_key.to_vec(),
+            renewal,
+        };
+        self.start_lease_job(job);
+    }
+
+    /// Background lease work: on the lease thread where calls can go on a socket of its own
+    /// (`lease_worker.rs`), else as a runtime task.
+    fn start_lease_job(self: &Arc<Self>, job: Job) {
+        let job = match self.backend.has_in_place() {
+            true => match self.lease_worker.push(self, job) {
+                Ok(()) => return,
+                Err(job) => job,
+            },
+            false => job,
+        };
+        self.spawn_lease_job(job);
+    }
+
+    /// Runs `job` as a runtime task.
+    pub(crate) fn spawn_lease_job(self: &Arc<Self>, job: Job) {
         let Ok(rt) = tokio::runtime::Handle::try_current().or_else(|_| crate::runtime::handle())
         else {
+            if let Job::Ahead { key, .. } = &job {
+                self.leases.abandon(key);
+            }
             return;
         };
-        let (p, key) = (self.clone(), redis_key.to_vec());
+        let p = self.clone();
+        // Boxed: the task's type would otherwise nest inside the lease call's own future.
         let task: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> =
-            Box::pin(async move {
-                if p.send_lease(&key, None, &r).await.is_ok() {
-                    p.leases.returned(&r);
-                }
-            });
+            Box::pin(async move { p.lease_job(job).await });
         rt.spawn(task);
+    }
+
+    /// Runs `job` on this thread, a plain one (the lease thread): its calls go on a socket of
+    /// its own and block this thread, not the runtime's.
+    pub(crate) fn run_lease_job_here(self: &Arc<Self>, job: Job) {
+        let abandoned = match &job {
+            Job::Ahead { key, .. } => Some(key.clone()),
+            Job::Refund { .. } => None,
+        };
+        if crate::runtime::block_on(self.lease_job(job)).is_err() {
+            if let Some(key) = abandoned {
+                self.leases.abandon(&key);
+            }
+        }
+    }
+
+    async fn lease_job(self: &Arc<Self>, job: Job) {
+        match job {
+            Job::Ahead { key, rule, renewal } => {
+                self.lease_call(&key, rule, &renewal).await;
+            }
+            Job::Refund { key, renewal } => {
+                if self.send_lease(&key, None, &renewal).await.is_ok() {
+                    self.leases.returned(&renewal);
+                }
+            }
+        }
+    }
+
+    /// Whether lease `seq` of `redis_key` is still held here (its refund is still due).
+    pub(crate) fn holds_lease(&self, redis_key: &[u8], seq: u64) -> bool {
+        self.leases.holds(redis_key, seq)
+    }
+
+    /// Returns lease `seq` of `redis_key` if no request renewed it (its refund timer fired), on
+    /// this thread, a plain one (the lease thread).
+    pub(crate) fn refund_due(self: &Arc<Self>, redis_key: &[u8], seq: u64) {
+        let _ = crate::runtime::block_on(self.expire_lease(redis_key, seq));
+    }
+
+    async fn expire_lease(&self, redis_key: &[u8], seq: u64) {
+        if let Some(r) = self.leases.expire(redis_key, seq) {
+            let reply = self.send_lease(redis_key, None, &r).await;
+            self.leases
+                .renewed(redis_key, None, &r, &reply, Instant::now());
+        }
     }
 
     /// The lease call itself: under `rule`, or for a refund alone under the lease's own, as the
@@ -678,21 +744,25 @@ impl RedisPath {
     /// Returns the lease `seq` on `redis_key` once its time is up, unless a request renewed it:
     /// a key whose traffic stopped gives its unused permits back.
     fn refund_later(self: &Arc<Self>, redis_key: &[u8], seq: u64) {
+        let delay = crate::lease::refund_after(self.leases.lease_ms);
+        if self.backend.has_in_place()
+            && self
+                .lease_worker
+                .arm(self, redis_key, seq, Instant::now() + delay)
+        {
+            return;
+        }
         let Ok(rt) = tokio::runtime::Handle::try_current().or_else(|_| crate::runtime::handle())
         else {
             return;
         };
         let (weak, key) = (Arc::downgrade(self), redis_key.to_vec());
-        let delay = crate::lease::refund_after(self.leases.lease_ms);
         // Boxed: the task's type would otherwise nest inside the lease call's own future.
         let task: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> =
             Box::pin(async move {
                 tokio::time::sleep(delay).await;
                 let Some(p) = weak.upgrade() else { return };
-                if let Some(r) = p.leases.expire(&key, seq) {
-                    let reply = p.send_lease(&key, None, &r).await;
-                    p.leases.renewed(&key, None, &r, &reply, Instant::now());
-                }
+                p.expire_lease(&key, seq).await;
             });
         rt.spawn(task);
     }
@@ -1044,6 +1114,7 @@ struct Restart(Weak<RedisPath>);
 impl Drop for RedisPath {
     fn drop(&mut self) {
         self.wake.notify_one();
+        self.lease_worker.close();
     }
 }
 

@@ -107,7 +107,7 @@ pub fn handle() -> Result<Handle> {
 /// the running thread sleeps or its time slice ends (tokio's threads never wait on a thread that
 /// needs the cpu they would take). Linux only; where the call is refused (a seccomp profile)
 /// the threads keep the normal policy, which is only slower.
-fn never_preempt_on_wakeup() {
+pub(crate) fn never_preempt_on_wakeup() {
     #[cfg(target_os = "linux")]
     // SAFETY: sets the calling thread's own policy; `param` outlives the call.
     unsafe {

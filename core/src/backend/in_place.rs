@@ -188,6 +188,7 @@ impl InPlace {
             place: self,
             pool,
             sock,
+            may_poll: true,
         })
     }
 
@@ -624,6 +625,8 @@ pub(crate) struct Lent<'a> {
     place: &'a InPlace,
     pool: &'a Arc<Pool>,
     sock: Option<Sock>,
+    /// Whether a lone call may poll for its reply (`busy_poll_us`).
+    may_poll: bool,
 }
 
 impl Drop for Lent<'_> {
@@ -635,6 +638,12 @@ impl Drop for Lent<'_> {
 }
 
 impl Lent<'_> {
+    /// The same socket, for a call that never polls for its reply: it sleeps in `read`.
+    pub(crate) fn without_polling(mut self) -> Self {
+        self.may_poll = false;
+        self
+    }
+
     /// Sends `packed` and reads its `replies` replies: on this thread for up to `wait`, then on
     /// the runtime.
     async fn request(&mut self, packed: Vec<u8>, replies: usize) -> RedisResult<Vec<Value>> {
@@ -685,6 +694,7 @@ impl Lent<'_> {
         // Polling while others wait would take the core from them.
         let budget = self.place.busy_poll;
         let poll = alone
+            && self.may_poll
             && !budget.is_zero()
             && self.pool.in_flight.load(Ordering::Relaxed) <= 1
             && self.pool.rtt.within(budget);

@@ -386,7 +386,24 @@ impl RedisBackend {
         let shared = &self.shared;
         shared
             .bounded("lease", async {
-                let (id, mut conn) = shared.connector.get().await?;
+                // On the lease worker's thread (`lease_worker.rs`) the call goes on a socket of
+                // its own, as a blocking caller's does, but never polls for the reply: the
+                // worker's calls are background work, and polling would take a core from the
+                // callers it works for.
+                let lent = match &shared.in_place {
+                    Some(p) if crate::runtime::blocking_caller() => {
+                        crate::runtime::may_block().await;
+                        p.lend().map(|l| l.without_polling())
+                    }
+                    _ => None,
+                };
+                let mut via = match lent {
+                    Some(sock) => Via::Own(sock),
+                    None => {
+                        let (id, conn) = shared.connector.get().await?;
+                        Via::Shared(id, conn)
+                    }
+                };
                 let client_now = shared.clock.as_ref().map(|c| c.now_ms());
                 let clock = script::pack(&[client_now.unwrap_or(0), shared.max_skew_ms]);
                 let rule = script::pack(&[
@@ -400,11 +417,23 @@ impl RedisBackend {
                     c.old_used,
                 ]);
                 let args: [&[u8]; 4] = [b"rl1L", &clock, &rule, c.instance.as_bytes()];
-                let r = shared.caller.call(&mut conn, redis_key, &args).await;
-                let reply = shared.check(id, r)?;
+                let reply = match &mut via {
+                    Via::Own(sock) => {
+                        shared.check(0, shared.caller.call(sock, redis_key, &args).await)
+                    }
+                    Via::Shared(id, conn) => {
+                        shared.check(*id, shared.caller.call(conn, redis_key, &args).await)
+                    }
+                }?;
                 script::parse_lease_reply(reply, client_now, shared.max_skew_ms)
             })
             .await
+    }
+
+    /// Whether a blocking caller's calls go on sockets of their own (`in_place.rs`): standalone
+    /// Redis over plain TCP.
+    pub(crate) fn has_in_place(&self) -> bool {
+        self.shared.in_place.is_some()
     }
 
     /// Writes admitted permits back into `redis_key`'s window (`lua/repair.lua`); returns the
