@@ -53,7 +53,8 @@ struct State {
     /// Each job holds its limiter, as a runtime task would: a displaced lease queued for its
     /// refund is returned even if the limiter is dropped meanwhile.
     jobs: VecDeque<(Arc<RedisPath>, Job)>,
-    /// In due order: every lease's timer has the same delay.
+    /// In due order (within the microseconds between arming ones at once): every lease's
+    /// timer has the same delay.
     timers: VecDeque<Timer>,
     started: bool,
     /// The thread waits with no timer to wake it: a new timer must wake it.
@@ -159,16 +160,26 @@ fn run(worker: Arc<Worker>, path: Weak<RedisPath>) {
                 if s.closed {
                     return;
                 }
-                let Some(p) = path.upgrade() else { return };
-                // Timers of leases no longer held never fire.
-                while s
-                    .timers
-                    .front()
-                    .is_some_and(|t| !p.holds_lease(&t.key, t.seq))
-                {
-                    s.timers.pop_front();
+                // Timers of leases no longer held never fire. The limiter is looked at with
+                // this lock released: should this thread hold the last reference, dropping it
+                // closes the worker, which takes the lock. Only this thread pops timers, so the
+                // front is still the one looked at.
+                if let Some((key, seq)) = s.timers.front().map(|t| (t.key.clone(), t.seq)) {
+                    drop(s);
+                    let held = match path.upgrade() {
+                        Some(p) => p.holds_lease(&key, seq),
+                        None => return,
+                    };
+                    s = worker.lock();
+                    if !held {
+                        s.timers.pop_front();
+                        continue;
+                    }
+                    // A job queued, or the limiter closed, meanwhile.
+                    if !s.jobs.is_empty() || s.closed {
+                        continue;
+                    }
                 }
-                drop(p);
                 let now = Instant::now();
                 match s.timers.front().map(|t| t.due) {
                     Some(due) if due <= now => {
